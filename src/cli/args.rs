@@ -1,0 +1,144 @@
+//! What the user typed: clap definitions only, parsed into validated types by `dispatch`.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Supervise sub-agent processes: start agent CLIs detached, get quick answers at once, await
+/// slow ones by token, halt them, list them and read their logs.
+#[derive(Debug, Parser)]
+#[command(name = "agentctl", version, propagate_version = true)]
+pub struct Cli {
+    /// State directory [default: $AGENTCTL_HOME, else $XDG_STATE_HOME/agentctl, else ~/.local/state/agentctl]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub home: Option<PathBuf>,
+    /// Print exactly one JSON object (one per line for streams) on stdout
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Agent templates file [default: <home>/agents.toml, else $XDG_CONFIG_HOME/agentctl/agents.toml]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub agents: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Ask a role's agent a question (QUESTION `-` reads it from stdin)
+    Ask(AskArgs),
+    /// Run any command as a supervised task
+    Run(RunArgs),
+    /// Wait for a task to end (up to --timeout; call again to keep waiting)
+    Await(AwaitArgs),
+    /// Stop a task: SIGTERM to all its processes, SIGKILL after the grace period
+    Halt(HaltArgs),
+    /// List the tasks of this home
+    List(ListArgs),
+    /// Show one task
+    Status(TokenArgs),
+    /// Print a task's output (escapes stripped unless --raw)
+    Logs(LogsArgs),
+    /// Internal: the per-task supervisor (started by ask/run)
+    #[command(name = "__supervise", hide = true)]
+    Supervise(TokenArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// Return the token at once
+    #[arg(long = "async", conflicts_with_all = ["sync", "wait"])]
+    pub r#async: bool,
+    /// Wait until the task ends
+    #[arg(long, conflicts_with = "wait")]
+    pub sync: bool,
+    /// Wait up to D for the result before handing back a token
+    #[arg(long, value_name = "D", default_value = "10s")]
+    pub wait: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LaunchArgs {
+    /// Directory to run the agent in [default: the current directory, or the template's cwd]
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Session the task reports to [default: $AGENTCTL_SESSION, else the enclosing task, else `default`]
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Halt the task as `expired` once it has run this long
+    #[arg(long, value_name = "D")]
+    pub timeout: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AskArgs {
+    /// The role to ask (its template comes from agents.toml, or the built-in kiro-cli default)
+    pub role: String,
+    /// The question; `-` reads it from stdin
+    pub question: String,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Role name to file the task under
+    #[arg(long, default_value = "run")]
+    pub role: String,
+    #[command(flatten)]
+    pub wait: WaitArgs,
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+    /// The command and its arguments, after `--`
+    #[arg(last = true, required = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AwaitArgs {
+    pub token: String,
+    /// Give up waiting after D (the task keeps running)
+    #[arg(long, value_name = "D", default_value = "55s")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HaltArgs {
+    pub token: String,
+    /// Time between SIGTERM and SIGKILL
+    #[arg(long, value_name = "D", default_value = "5s")]
+    pub grace: String,
+    /// Also remove the task's log and summary
+    #[arg(long)]
+    pub purge: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only tasks with this status (starting, running, completed, failed, cancelled, expired, lost)
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only tasks of this role
+    #[arg(long)]
+    pub role: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokenArgs {
+    pub token: String,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    pub token: String,
+    /// Keep printing new output until the task ends
+    #[arg(long, short)]
+    pub follow: bool,
+    /// Only the last N lines
+    #[arg(long, short = 'n', value_name = "N")]
+    pub tail: Option<usize>,
+    /// Keep escape sequences and carriage returns as the agent wrote them
+    #[arg(long)]
+    pub raw: bool,
+}

@@ -1,0 +1,172 @@
+//! From parsed arguments to an `ops` call and an exit code.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use super::args::{Cli, Command, LaunchArgs, WaitArgs};
+use super::render::{self, Out};
+use crate::error::{Error, IoContext, Result};
+use crate::ops::{self, Launch, ListFilter, TaskView, Wait, What};
+use crate::store::{Store, resolve_home};
+use crate::task::{Role, Status, Token, parse_duration};
+
+/// Run the command line and return the process exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let out = Out {
+        json: cli.json,
+        home_flag: cli.home.clone(),
+    };
+    if let Command::Supervise(args) = &cli.command {
+        // Before any runtime exists: the supervisor forks and must be single-threaded.
+        return match (resolve_home(cli.home.clone()), Token::parse(&args.token)) {
+            (Ok(home), Ok(token)) => crate::supervisor::supervise(&home, token),
+            (Err(e), _) | (_, Err(e)) => out.error(&e),
+        };
+    }
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            return out.error(&Error::Internal(format!(
+                "cannot start the async runtime: {e}"
+            )));
+        }
+    };
+    match runtime.block_on(run(cli.command, cli.home, cli.agents, &out)) {
+        Ok(code) => code,
+        Err(e) => out.error(&e),
+    }
+}
+
+async fn run(
+    command: Command,
+    home: Option<PathBuf>,
+    agents: Option<PathBuf>,
+    out: &Out,
+) -> Result<ExitCode> {
+    let store = Store::open(&resolve_home(home)?)?;
+    match command {
+        Command::Ask(a) => {
+            let question = if a.question == "-" {
+                read_stdin()?
+            } else {
+                a.question
+            };
+            let what = What::Ask {
+                question,
+                agents_file: agents,
+            };
+            launch(&store, out, &a.role, what, &a.wait, &a.launch).await
+        }
+        Command::Run(r) => {
+            launch(
+                &store,
+                out,
+                &r.role,
+                What::Run { argv: r.command },
+                &r.wait,
+                &r.launch,
+            )
+            .await
+        }
+        Command::Await(a) => {
+            let limit = parse_duration(&a.timeout)?;
+            let v = ops::await_task(&store, Token::parse(&a.token)?, Some(limit)).await?;
+            Ok(out.task(&v))
+        }
+        Command::Halt(h) => {
+            let grace = parse_duration(&h.grace)?;
+            let v = ops::halt(&store, Token::parse(&h.token)?, grace, h.purge).await?;
+            out.task(&v);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status(s) => Ok(out.task(&ops::status(&store, Token::parse(&s.token)?)?)),
+        Command::List(l) => {
+            let status = match l.status.as_deref() {
+                Some(s) => Some(Status::parse(s).ok_or_else(|| {
+                    let all: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
+                    Error::Usage(format!(
+                        "unknown status `{s}`; use one of: {}",
+                        all.join(", ")
+                    ))
+                })?),
+                None => None,
+            };
+            let role = l.role.as_deref().map(Role::parse).transpose()?;
+            out.list(&ops::list(&store, &ListFilter { status, role })?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Logs(l) => {
+            let token = Token::parse(&l.token)?;
+            let mut stdout = std::io::stdout().lock();
+            if out.json && !l.follow {
+                let mut text = Vec::new();
+                let v = ops::read_log(&store, token, l.tail, l.raw, &mut text)?;
+                render::log_json(&v, &String::from_utf8_lossy(&text));
+            } else if out.json {
+                let mut lines = render::JsonLines::new(token, &mut stdout);
+                let v = ops::follow(&store, token, l.tail, l.raw, &mut lines).await?;
+                lines.finish().ctx(|| "cannot write to stdout".into())?;
+                drop(stdout);
+                out.task(&v);
+            } else if l.follow {
+                ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
+            } else {
+                ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Supervise(_) => Err(Error::Internal(
+            "__supervise is handled before the runtime starts".into(),
+        )),
+    }
+}
+
+async fn launch(
+    store: &Store,
+    out: &Out,
+    role: &str,
+    what: What,
+    w: &WaitArgs,
+    l: &LaunchArgs,
+) -> Result<ExitCode> {
+    let wait = if w.r#async {
+        Wait::Async
+    } else if w.sync {
+        Wait::Sync
+    } else {
+        Wait::For(parse_duration(&w.wait)?)
+    };
+    let req = Launch {
+        role: Role::parse(role)?,
+        what,
+        cwd: l.cwd.clone(),
+        session: l.session.clone(),
+        deadline: l.timeout.as_deref().map(parse_duration).transpose()?,
+        wait,
+    };
+    let v: TaskView = ops::start(store, req).await?;
+    Ok(out.task(&v))
+}
+
+fn read_stdin() -> Result<String> {
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .ctx(|| "cannot read the question from stdin".into())?;
+    String::from_utf8(bytes)
+        .map_err(|_| Error::Usage("the question on stdin is not valid UTF-8".into()))
+}

@@ -1,0 +1,212 @@
+//! Rendering answers as human text or one JSON object, and the exit code each answer means.
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use serde_json::json;
+
+use crate::error::Error;
+use crate::ops::TaskView;
+use crate::task::{Status, Token};
+
+/// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
+pub struct Out {
+    pub json: bool,
+    pub home_flag: Option<PathBuf>,
+}
+
+/// The exit code for a task answer (DESIGN.md §4).
+fn exit_code(v: &TaskView) -> u8 {
+    if v.timed_out {
+        124
+    } else if v.status.is_final() && v.status != Status::Completed {
+        1
+    } else {
+        0
+    }
+}
+
+fn print_json(value: &serde_json::Value) {
+    let mut stdout = io::stdout().lock();
+    let _ = writeln!(stdout, "{value}");
+}
+
+/// Human-readable duration: 0.2s, 4m05s, 2h03m.
+pub fn duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{:.1}s", ms as f64 / 1000.0),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+impl Out {
+    /// Print a task answer; returns its exit code.
+    pub fn task(&self, v: &TaskView) -> ExitCode {
+        if self.json {
+            print_json(&serde_json::to_value(v).unwrap_or_default());
+        } else {
+            let _ = self.task_text(v, &mut io::stdout().lock());
+        }
+        ExitCode::from(exit_code(v))
+    }
+
+    fn command(&self, verb: &str, token: Token) -> String {
+        match &self.home_flag {
+            Some(h) => format!("agentctl --home {} {verb} {token}", h.display()),
+            None => format!("agentctl {verb} {token}"),
+        }
+    }
+
+    fn task_text(&self, v: &TaskView, w: &mut dyn Write) -> io::Result<()> {
+        let mut head = format!("task {} ({}) {}", v.token, v.role, v.status);
+        if v.status.is_final() {
+            head.push_str(&format!(" in {}", duration(v.elapsed_ms)));
+            if let Some(c) = v.exit_code {
+                head.push_str(&format!(", exit {c}"));
+            }
+            if let Some(s) = v.signal {
+                head.push_str(&format!(", signal {s}"));
+            }
+            head.push_str(&format!(", {} line(s) of output", v.line_count));
+        }
+        writeln!(w, "{head}")?;
+        for (label, value) in [("error", &v.error), ("note", &v.note)] {
+            if let Some(text) = value {
+                writeln!(w, "{label}: {text}")?;
+            }
+        }
+        writeln!(w, "log: {}", v.log_path.display())?;
+        if v.status.is_final() {
+            if let Some(s) = v.summary.as_deref().filter(|s| !s.is_empty()) {
+                writeln!(w, "\n{s}")?;
+            }
+        } else {
+            if let Some(s) = &v.summary {
+                writeln!(w, "{s}")?;
+            }
+            if v.timed_out {
+                writeln!(w, "{}", crate::ops::STILL_RUNNING)?;
+            }
+            writeln!(w, "await it: {}", self.command("await", v.token))?;
+            writeln!(w, "halt it:  {}", self.command("halt", v.token))?;
+        }
+        Ok(())
+    }
+
+    /// Print a listing.
+    pub fn list(&self, views: &[TaskView]) {
+        if self.json {
+            print_json(&json!({ "tasks": views, "count": views.len() }));
+            return;
+        }
+        let mut w = io::stdout().lock();
+        if views.is_empty() {
+            let _ = writeln!(w, "no tasks");
+            return;
+        }
+        let role_w = views
+            .iter()
+            .map(|v| v.role.as_str().len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
+        let _ = writeln!(
+            w,
+            "{:<6}  {:<role_w$}  {:<9}  {:>8}  {:>7}  QUESTION",
+            "TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES"
+        );
+        for v in views {
+            let _ = writeln!(
+                w,
+                "{:<6}  {:<role_w$}  {:<9}  {:>8}  {:>7}  {}",
+                v.token,
+                v.role.as_str(),
+                v.status.as_str(),
+                duration(v.elapsed_ms),
+                v.line_count,
+                v.question
+            );
+        }
+    }
+
+    /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.
+    pub fn error(&self, e: &Error) -> ExitCode {
+        eprintln!("agentctl: {e}");
+        if self.json {
+            print_json(
+                &json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }),
+            );
+        }
+        ExitCode::from(e.exit_code())
+    }
+}
+
+/// `logs --json`: the task and its output in one object.
+pub fn log_json(v: &TaskView, text: &str) {
+    print_json(&json!({
+        "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count,
+        "log_path": v.log_path, "text": text,
+    }));
+}
+
+/// `logs --follow --json`: one `{"token", "line"}` object per output line.
+pub struct JsonLines<'a> {
+    token: Token,
+    out: &'a mut dyn Write,
+    pending: Vec<u8>,
+}
+
+impl<'a> JsonLines<'a> {
+    pub fn new(token: Token, out: &'a mut dyn Write) -> JsonLines<'a> {
+        JsonLines {
+            token,
+            out,
+            pending: Vec::new(),
+        }
+    }
+
+    fn emit(&mut self, line: &[u8]) -> io::Result<()> {
+        let line = String::from_utf8_lossy(line);
+        writeln!(self.out, "{}", json!({ "token": self.token, "line": line }))
+    }
+
+    /// Emit a last line without a newline, if any.
+    pub fn finish(mut self) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.emit(&rest)?;
+        }
+        self.out.flush()
+    }
+}
+
+impl Write for JsonLines<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        while let Some(i) = memchr::memchr(b'\n', &self.pending) {
+            let line: Vec<u8> = self.pending.drain(..=i).take(i).collect();
+            self.emit(&line)?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration(200), "0.2s");
+        assert_eq!(duration(59_900), "59.9s");
+        assert_eq!(duration(245_000), "4m05s");
+        assert_eq!(duration(7_380_000), "2h03m");
+    }
+}

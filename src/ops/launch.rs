@@ -1,0 +1,258 @@
+//! Starting tasks: `ask` (a role's template) and `run` (any argv), then the hybrid wait.
+
+use std::collections::BTreeMap;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime};
+
+use super::view::TaskView;
+use super::wait::{DEFAULT_GRACE, await_task};
+use crate::agents::Agents;
+use crate::error::{Error, IoContext, Result};
+use crate::store::Store;
+use crate::supervisor;
+use crate::task::{
+    Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms,
+};
+
+/// How long the launcher waits before handing back a token.
+#[derive(Clone, Copy, Debug)]
+pub enum Wait {
+    /// Return the token at once.
+    Async,
+    /// Wait until the task ends.
+    Sync,
+    /// Wait up to this long, then return the token (the hybrid default is 10 s).
+    For(Duration),
+}
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub enum What {
+    /// Ask a role: its template from `agents.toml` (or `agents_file`) gets the question.
+    Ask {
+        question: String,
+        agents_file: Option<PathBuf>,
+    },
+    /// Run this argv as it is.
+    Run { argv: Vec<String> },
+}
+
+/// A request to start a task.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub role: Role,
+    pub what: What,
+    pub cwd: Option<PathBuf>,
+    pub session: Option<String>,
+    /// Halt the task (as `expired`) once it has run this long.
+    pub deadline: Option<Duration>,
+    pub wait: Wait,
+}
+
+/// Start a task and wait as asked. Bad input and commands that cannot start are refused
+/// before (or, for exec errors, as) the task is created.
+pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
+    let session = session_of(req.session.as_deref())?;
+    let (template, source, question) = match &req.what {
+        What::Ask {
+            question,
+            agents_file,
+        } => {
+            let agents = Agents::load(store.home(), agents_file.as_deref())?;
+            let r = agents.resolve(&req.role);
+            let hint = format!(
+                "install it, or give role `{role}` a template in {}:\n  [agents.{role}]\n  command = [\"claude\", \"-p\", \"{{question}}\"]",
+                agents.config_hint(store.home()).display(),
+                role = req.role
+            );
+            (
+                r.template,
+                format!("role `{}` uses {}; {hint}", req.role, r.source),
+                question.clone(),
+            )
+        }
+        What::Run { argv } => {
+            let t = Template {
+                command: argv.clone(),
+                cwd: None,
+                env: BTreeMap::new(),
+                timeout: None,
+            };
+            (t, "check the command".to_owned(), String::new())
+        }
+    };
+    let base = std::env::current_dir().ctx(|| "cannot read the current directory".into())?;
+    let cwd = base.join(
+        req.cwd
+            .as_ref()
+            .or(template.cwd.as_ref())
+            .map_or(Path::new("."), |p| p.as_path()),
+    );
+    if !cwd.is_dir() {
+        return Err(Error::Usage(format!(
+            "working directory {} does not exist",
+            cwd.display()
+        )));
+    }
+    let deadline = match (req.deadline, &template.timeout) {
+        (Some(d), _) => Some(d),
+        (None, Some(t)) => Some(parse_duration(t)?),
+        (None, None) => None,
+    };
+    // Render once without a token to refuse bad input before anything is created.
+    let probe = template.render(&Vars {
+        role: req.role.as_str(),
+        question: &question,
+        question_file: "",
+        token: "000000",
+    })?;
+    let path_var = template
+        .env
+        .get("PATH")
+        .cloned()
+        .or_else(|| std::env::var("PATH").ok())
+        .unwrap_or_default();
+    let Some(program) = find_program(&probe[0], &cwd, &path_var) else {
+        return Err(Error::LaunchFailed(format!(
+            "command `{}` was not found or is not executable; {source}",
+            probe[0]
+        )));
+    };
+
+    let (token, lock) = store.create_task(&req.role)?;
+    let question_file = store.question_path(&req.role, token);
+    if template.uses_question_file() {
+        write_private(&question_file, question.as_bytes())?;
+    }
+    let mut argv = template.render(&Vars {
+        role: req.role.as_str(),
+        question: &question,
+        question_file: &question_file.to_string_lossy(),
+        token: token.as_str(),
+    })?;
+    if argv[0].contains('/') {
+        // One meaning for a relative path: the task's directory, as checked above.
+        argv[0] = program.to_string_lossy().into_owned();
+    }
+    let mut env = template.env.clone();
+    env.insert("AGENTCTL_TOKEN".into(), token.to_string());
+    env.insert("AGENTCTL_SESSION".into(), session.clone());
+    env.insert(
+        "AGENTCTL_HOME".into(),
+        store.home().to_string_lossy().into_owned(),
+    );
+    let preview = match &req.what {
+        What::Ask { question, .. } => one_line_preview(question, 80),
+        What::Run { argv } => one_line_preview(&argv.join(" "), 80),
+    };
+    write_private(&store.log_path(&req.role, token), b"")?;
+    let spec = TaskSpec {
+        argv,
+        cwd,
+        env,
+        deadline_ms: deadline.map(|d| d.as_millis() as u64),
+        grace_ms: DEFAULT_GRACE.as_millis() as u64,
+    };
+    store.write_spec(token, &spec)?;
+    let rec = TaskRecord {
+        token,
+        role: req.role.clone(),
+        session,
+        preview,
+        created_at_ms: unix_ms(SystemTime::now()),
+        started: None,
+        ended: None,
+    };
+    store.write_record(&rec)?;
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || supervisor::launch(&s, token, lock))
+        .await
+        .map_err(|e| Error::Internal(format!("launch thread failed: {e}")))??;
+
+    match req.wait {
+        Wait::Async => handed_back(store, token),
+        Wait::Sync => await_task(store, token, None).await,
+        Wait::For(d) => {
+            let v = await_task(store, token, Some(d)).await?;
+            if v.status.is_final() {
+                Ok(v)
+            } else {
+                handed_back(store, token)
+            }
+        }
+    }
+}
+
+/// The answer for a task left running in the background.
+fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
+    let mut v = TaskView::of(store, &store.read_record(token)?, true)?;
+    v.message = Some(format!(
+        "Task {token} is running in the background. Await it to get its result (await blocks up to 55 s; call it again to keep waiting), or halt it to stop it."
+    ));
+    Ok(v)
+}
+
+/// `--session`, else `AGENTCTL_SESSION`, else the enclosing task's token, else `default`.
+fn session_of(flag: Option<&str>) -> Result<String> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let s = flag
+        .map(str::to_owned)
+        .or_else(|| env("AGENTCTL_SESSION"))
+        .or_else(|| env("AGENTCTL_TOKEN"))
+        .unwrap_or_else(|| "default".into());
+    Role::parse(&s).map_err(|_| {
+        Error::Usage(format!(
+            "invalid session `{s}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`"
+        ))
+    })?;
+    Ok(s)
+}
+
+/// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.
+fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+    };
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return executable(&p).then_some(p);
+    }
+    path_var
+        .split(':')
+        .map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program))
+        .find(|p| executable(p))
+}
+
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)
+        .and_then(|mut f| f.write_all(bytes))
+        .ctx(|| format!("cannot create {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_like_execvp() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("tool");
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", dir.path().display());
+        assert_eq!(
+            find_program("tool", Path::new("/"), &path),
+            Some(bin.clone())
+        );
+        assert_eq!(find_program("./tool", dir.path(), ""), Some(bin.clone()));
+        assert_eq!(find_program("missing", Path::new("/"), &path), None);
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(find_program("tool", Path::new("/"), &path), None);
+    }
+}

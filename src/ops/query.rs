@@ -1,0 +1,243 @@
+//! Reading tasks: status, list, and the log (whole, tail, or followed to the end).
+
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::time::Duration;
+
+use super::view::TaskView;
+use super::wait::{await_task, refresh};
+use crate::error::{Error, IoContext, Result};
+use crate::store::Store;
+use crate::summary::clean_line;
+use crate::task::{Role, Status, Token};
+
+/// The current state of one task.
+pub fn status(store: &Store, token: Token) -> Result<TaskView> {
+    TaskView::of(store, &refresh(store, token)?, true)
+}
+
+/// Which tasks `list` shows.
+#[derive(Clone, Debug, Default)]
+pub struct ListFilter {
+    pub status: Option<Status>,
+    pub role: Option<Role>,
+}
+
+/// Every task of the home matching `filter`, oldest first.
+pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
+    let mut recs = Vec::new();
+    for token in store.tokens()? {
+        match refresh(store, token) {
+            Ok(rec) => recs.push(rec),
+            // Being created right now: not a task yet.
+            Err(Error::UnknownToken { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    recs.retain(|r| {
+        filter.status.is_none_or(|s| r.status() == s)
+            && filter.role.as_ref().is_none_or(|ro| &r.role == ro)
+    });
+    recs.sort_by_key(|r| (r.created_at_ms, r.token));
+    recs.iter().map(|r| TaskView::of(store, r, false)).collect()
+}
+
+/// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.
+pub fn read_log(
+    store: &Store,
+    token: Token,
+    tail: Option<usize>,
+    raw: bool,
+    out: &mut dyn Write,
+) -> Result<TaskView> {
+    let view = status(store, token)?;
+    let Some(mut file) = open_log(&view)? else {
+        return Ok(view);
+    };
+    let start = match tail {
+        Some(n) => {
+            tail_offset(&mut file, n).ctx(|| format!("cannot read {}", view.log_path.display()))?
+        }
+        None => 0,
+    };
+    file.seek(SeekFrom::Start(start))
+        .ctx(|| format!("cannot read {}", view.log_path.display()))?;
+    let mut printer = Printer {
+        raw,
+        pending: Vec::new(),
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    loop {
+        let n = file
+            .read(&mut buf)
+            .ctx(|| format!("cannot read {}", view.log_path.display()))?;
+        if n == 0 {
+            break;
+        }
+        printer
+            .feed(&buf[..n], out)
+            .ctx(|| "cannot write the log out".into())?;
+    }
+    printer
+        .flush(out)
+        .ctx(|| "cannot write the log out".into())?;
+    Ok(view)
+}
+
+/// Stream the log to `out` from the last `tail` lines (or the start) until the task ends.
+pub async fn follow(
+    store: &Store,
+    token: Token,
+    tail: Option<usize>,
+    raw: bool,
+    out: &mut dyn Write,
+) -> Result<TaskView> {
+    let view = status(store, token)?;
+    let Some(mut file) = open_log(&view)? else {
+        return Ok(view);
+    };
+    let what = || format!("cannot read {}", view.log_path.display());
+    let start = match tail {
+        Some(n) => tail_offset(&mut file, n).ctx(what)?,
+        None => 0,
+    };
+    file.seek(SeekFrom::Start(start)).ctx(what)?;
+    let mut printer = Printer {
+        raw,
+        pending: Vec::new(),
+    };
+    let mut buf = vec![0u8; 256 * 1024];
+    let end = await_task(store, token, None);
+    tokio::pin!(end);
+    let mut ended = None;
+    loop {
+        loop {
+            let n = file.read(&mut buf).ctx(what)?;
+            if n == 0 {
+                break;
+            }
+            printer
+                .feed(&buf[..n], out)
+                .ctx(|| "cannot write the log out".into())?;
+        }
+        out.flush().ctx(|| "cannot write the log out".into())?;
+        if let Some(v) = ended {
+            printer
+                .flush(out)
+                .ctx(|| "cannot write the log out".into())?;
+            return v;
+        }
+        tokio::select! {
+            v = &mut end => ended = Some(v),
+            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+        }
+    }
+}
+
+fn open_log(view: &TaskView) -> Result<Option<File>> {
+    match File::open(&view.log_path) {
+        Ok(f) => Ok(Some(f)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).ctx(|| format!("cannot read {}", view.log_path.display())),
+    }
+}
+
+/// The offset where the last `n` lines of `file` begin (reading backwards from the end).
+fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
+    let len = file.seek(SeekFrom::End(0))?;
+    if n == 0 {
+        return Ok(len);
+    }
+    let mut pos = len;
+    let mut seen = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    // A final newline ends the last line; it does not start a new one.
+    let mut skip_last = true;
+    while pos > 0 {
+        let step = (pos as usize).min(buf.len());
+        pos -= step as u64;
+        file.seek(SeekFrom::Start(pos))?;
+        file.read_exact(&mut buf[..step])?;
+        for i in (0..step).rev() {
+            if buf[i] == b'\n' {
+                if skip_last && pos + i as u64 == len - 1 {
+                    skip_last = false;
+                    continue;
+                }
+                seen += 1;
+                if seen == n {
+                    return Ok(pos + i as u64 + 1);
+                }
+            }
+        }
+        skip_last = false;
+    }
+    Ok(0)
+}
+
+/// Writes log bytes out, raw, or as cleaned whole lines.
+struct Printer {
+    raw: bool,
+    pending: Vec<u8>,
+}
+
+impl Printer {
+    fn feed(&mut self, bytes: &[u8], out: &mut dyn Write) -> io::Result<()> {
+        if self.raw {
+            return out.write_all(bytes);
+        }
+        self.pending.extend_from_slice(bytes);
+        if let Some(last) = memchr::memrchr(b'\n', &self.pending) {
+            for line in self.pending[..last].split(|&b| b == b'\n') {
+                writeln!(out, "{}", clean_line(line))?;
+            }
+            self.pending.drain(..=last);
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
+        if !self.pending.is_empty() {
+            writeln!(out, "{}", clean_line(&self.pending))?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_offsets() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("log");
+        for (text, n, want) in [
+            ("a\nb\nc\n", 1, "c\n"),
+            ("a\nb\nc\n", 2, "b\nc\n"),
+            ("a\nb\nc", 1, "c"),
+            ("a\nb\nc", 5, "a\nb\nc"),
+            ("", 3, ""),
+            ("a\nb\nc\n", 0, ""),
+        ] {
+            std::fs::write(&p, text).unwrap();
+            let mut f = File::open(&p).unwrap();
+            let off = tail_offset(&mut f, n).unwrap();
+            assert_eq!(&text[off as usize..], want, "{text:?} {n}");
+        }
+    }
+
+    #[test]
+    fn printer_cleans_whole_lines() {
+        let mut out = Vec::new();
+        let mut p = Printer {
+            raw: false,
+            pending: Vec::new(),
+        };
+        p.feed(b"\x1b[1mone\x1b[0m\ntw", &mut out).unwrap();
+        p.feed(b"o\r\nthr", &mut out).unwrap();
+        p.flush(&mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "one\ntwo\nthr\n");
+    }
+}

@@ -1,0 +1,23 @@
+//! Whole-file writes that readers see entirely or not at all.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+
+/// Write `bytes` to `path` via a 0600 temp file in the same directory, fsync, rename, fsync dir.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path.parent().expect("record paths have a parent");
+    let what = || format!("cannot write {}", path.display());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".tmp-")
+        .tempfile_in(dir)
+        .ctx(what)?;
+    tmp.write_all(bytes).ctx(what)?;
+    tmp.as_file().sync_all().ctx(what)?;
+    tmp.persist(path).map_err(|e| e.error).ctx(what)?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .ctx(what)?;
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! Pure: the tail of a log -> the task's summary (escapes stripped, CR progress collapsed,
+//! the text after the last `> ` marker line, capped keeping the end).
+//!
+//! Only the end of the log is read: a window that grows from 256 KiB until it holds the last
+//! marker or more text than the cap (beyond which the result cannot change), up to 16 MiB.
+
+use std::io::{self, Read, Seek, SeekFrom};
+
+/// The default cap on a summary's size.
+pub const DEFAULT_CAP: usize = 64 * 1024;
+const FIRST_WINDOW: u64 = 256 * 1024;
+const MAX_WINDOW: u64 = 16 * 1024 * 1024;
+
+/// Turn one raw log line (no `\n`) into what a terminal would show: the text after the last
+/// `\r`, escape sequences removed, tabs kept, invalid UTF-8 replaced.
+pub fn clean_line(raw: &[u8]) -> String {
+    let mut end = raw.len();
+    while end > 0 && raw[end - 1] == b'\r' {
+        end -= 1;
+    }
+    let line = &raw[..end];
+    let visible = match memchr::memrchr(b'\r', line) {
+        Some(i) => &line[i + 1..],
+        None => line,
+    };
+    let mut out = Printable(String::with_capacity(visible.len()));
+    vte::Parser::new().advance(&mut out, visible);
+    out.0
+}
+
+struct Printable(String);
+
+impl vte::Perform for Printable {
+    fn print(&mut self, c: char) {
+        self.0.push(c);
+    }
+    fn execute(&mut self, byte: u8) {
+        if byte == b'\t' {
+            self.0.push('\t');
+        }
+    }
+}
+
+/// The result of looking at one window of the log's end.
+#[derive(Debug, PartialEq)]
+enum Attempt {
+    Done(String),
+    NeedMore,
+}
+
+/// Summarize `window`, the last bytes of a log. `whole` says the window starts at the log's
+/// first byte; otherwise its first line is whole only if `line_start` says so.
+fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: bool) -> Attempt {
+    let body = if whole || line_start {
+        window
+    } else {
+        match memchr::memchr(b'\n', window) {
+            Some(i) => &window[i + 1..],
+            None => &[][..],
+        }
+    };
+    let lines: Vec<String> = body.split(|&b| b == b'\n').map(clean_line).collect();
+    let marker = lines.iter().rposition(|l| l.starts_with("> "));
+    let text = match marker {
+        Some(i) => {
+            let mut t = lines[i][2..].to_owned();
+            for l in &lines[i + 1..] {
+                t.push('\n');
+                t.push_str(l);
+            }
+            t
+        }
+        None => {
+            let len: usize = lines.iter().map(|l| l.len() + 1).sum();
+            if !whole && len <= cap && !last_try {
+                return Attempt::NeedMore;
+            }
+            lines.join("\n")
+        }
+    };
+    // Without a marker and without the log's start, the text is known to exceed the cap.
+    let cut_short = marker.is_none() && !whole;
+    Attempt::Done(cap_keeping_end(text.trim(), cap, cut_short))
+}
+
+/// Keep at most `cap` bytes of `text`, from its end, with a note when anything was dropped.
+fn cap_keeping_end(text: &str, cap: usize, cut_short: bool) -> String {
+    if text.len() <= cap && !cut_short {
+        return text.to_owned();
+    }
+    let mut start = text.len().saturating_sub(cap);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    let kept = &text[start..];
+    format!(
+        "[agentctl: summary truncated, showing only its last {} bytes]\n{kept}",
+        kept.len()
+    )
+}
+
+/// Summarize a log read from `src`, reading only its end.
+pub fn summarize<R: Read + Seek>(src: &mut R, cap: usize) -> io::Result<String> {
+    let len = src.seek(SeekFrom::End(0))?;
+    let mut window = FIRST_WINDOW;
+    loop {
+        let start = len.saturating_sub(window);
+        // One byte more, to learn whether the window begins at a line start.
+        let from = start.saturating_sub(1);
+        src.seek(SeekFrom::Start(from))?;
+        let mut buf = Vec::with_capacity((len - from) as usize);
+        src.by_ref().take(len - from).read_to_end(&mut buf)?;
+        let (line_start, bytes) = if start > 0 {
+            (buf.first() == Some(&b'\n'), &buf[1..])
+        } else {
+            (true, &buf[..])
+        };
+        let last_try = window >= MAX_WINDOW;
+        if let Attempt::Done(s) = attempt(bytes, start == 0, line_start, cap, last_try) {
+            return Ok(s);
+        }
+        window = (window * 4).min(MAX_WINDOW);
+    }
+}
+
+/// The last non-empty line of a log, cleaned, for one-line progress reports.
+pub fn last_line<R: Read + Seek>(src: &mut R) -> io::Result<Option<String>> {
+    let len = src.seek(SeekFrom::End(0))?;
+    let from = len.saturating_sub(16 * 1024);
+    src.seek(SeekFrom::Start(from))?;
+    let mut buf = Vec::new();
+    src.take(len - from).read_to_end(&mut buf)?;
+    Ok(buf
+        .split(|&b| b == b'\n')
+        .rev()
+        .map(clean_line)
+        .map(|l| l.trim().to_owned())
+        .find(|l| !l.is_empty()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+
+    fn sum(log: &[u8]) -> String {
+        summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP).unwrap()
+    }
+
+    #[test]
+    fn cleans_lines_like_a_terminal() {
+        let cases: &[(&[u8], &str)] = &[
+            (b"plain", "plain"),
+            (b"\x1b[1;32mgreen\x1b[0m text", "green text"),
+            (b"50%\r75%\r100% done", "100% done"),
+            (b"line\r", "line"),
+            (b"abc\r\r", "abc"),
+            (b"\x1b]0;title\x07after", "after"),
+            (b"a\tb", "a\tb"),
+            (b"bad \xff\xfe utf8", "bad \u{fffd}\u{fffd} utf8"),
+            (b"cut escape \x1b[3", "cut escape "),
+            (b"nul\0byte", "nulbyte"),
+            (b"\x1b[38;5;141m> \x1b[0manswer", "> answer"),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(clean_line(raw), *want, "{:?}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    #[test]
+    fn summary_is_the_text_after_the_last_marker() {
+        let cases: &[(&[u8], &str)] = &[
+            (
+                b"> first\nmore\n> second answer\nline two\n",
+                "second answer\nline two",
+            ),
+            (b"no marker\nat all\n", "no marker\nat all"),
+            (b"", ""),
+            (b"x\n\x1b[32m> \x1b[0mcoloured\n\n", "coloured"),
+            (
+                b"\xe2\xa0\x8b Thinking\r\xe2\xa0\x99 Thinking\r\x1b[K> spun\n",
+                "spun",
+            ),
+            (b">not a marker\n", ">not a marker"),
+            (
+                b"  > indented is not a marker\n",
+                "> indented is not a marker",
+            ),
+            (b"> last line only", "last line only"),
+        ];
+        for (log, want) in cases {
+            assert_eq!(sum(log), *want, "{:?}", String::from_utf8_lossy(log));
+        }
+    }
+
+    #[test]
+    fn long_summaries_keep_the_end_with_a_note() {
+        let mut log = b"> start\n".to_vec();
+        for i in 0..20_000 {
+            log.extend_from_slice(format!("line {i}\n").as_bytes());
+        }
+        let s = summarize(&mut Cursor::new(log), 1000).unwrap();
+        assert!(
+            s.starts_with("[agentctl: summary truncated"),
+            "{}",
+            &s[..80]
+        );
+        assert!(s.ends_with("line 19999"));
+        assert!(s.len() < 1100);
+    }
+
+    #[test]
+    fn marker_far_back_beyond_the_first_window_is_found() {
+        let mut log = b"> old\n".to_vec();
+        log.extend_from_slice(b"\x1b[0m".repeat(200_000).as_slice());
+        log.extend_from_slice(b"\n> the answer\n");
+        log.extend_from_slice(b"\x1b[0m".repeat(100_000).as_slice());
+        log.push(b'\n');
+        assert_eq!(sum(&log), "the answer");
+    }
+
+    #[test]
+    fn a_window_that_begins_exactly_at_a_marker_line_keeps_it() {
+        // Put the last marker line right at the start of the first window.
+        let mut tail = format!(
+            "> answer\n{}",
+            "y\n".repeat((FIRST_WINDOW as usize - 9) / 2)
+        );
+        while tail.len() < FIRST_WINDOW as usize {
+            tail.push('\n');
+        }
+        let mut log = format!("> earlier\n{}\n", "z".repeat(1000)).into_bytes();
+        log.extend_from_slice(tail.as_bytes());
+        let s = summarize(&mut Cursor::new(log), usize::MAX / 2).unwrap();
+        assert!(s.starts_with("answer\ny"), "{}", &s[..20]);
+    }
+
+    #[test]
+    fn last_line_skips_blank_lines() {
+        let mut c = Cursor::new(b"one\n\x1b[1mtwo\x1b[0m\n\n".to_vec());
+        assert_eq!(last_line(&mut c).unwrap().as_deref(), Some("two"));
+        assert_eq!(last_line(&mut Cursor::new(Vec::new())).unwrap(), None);
+    }
+}

@@ -1,0 +1,101 @@
+//! The supervisor's control socket protocol: one request line, one `done` line back.
+//!
+//! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
+//! `halt <ms>`   -> stop the task (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it
+//!                  is left alive and the final record is written
+
+use std::io;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+
+/// What a client asks of the supervisor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Request {
+    Wait,
+    Halt { grace: Duration },
+}
+
+impl Request {
+    /// The request as a protocol line.
+    pub fn line(self) -> String {
+        match self {
+            Request::Wait => "wait\n".to_owned(),
+            Request::Halt { grace } => format!("halt {}\n", grace.as_millis()),
+        }
+    }
+
+    /// Parse a protocol line (without its newline).
+    pub fn parse(line: &str) -> Option<Request> {
+        match line.trim().split_once(' ') {
+            None if line.trim() == "wait" => Some(Request::Wait),
+            Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt {
+                grace: Duration::from_millis(ms),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The reply line.
+pub const DONE: &[u8] = b"done\n";
+
+/// An open request to a live supervisor.
+pub struct Pending(BufReader<UnixStream>);
+
+/// Send `req` to the supervisor at `socket`. `Ok(None)` when no supervisor listens there.
+pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
+    let mut stream = match UnixStream::connect(socket).await {
+        Ok(s) => s,
+        Err(e)
+            if matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    match stream.write_all(req.line().as_bytes()).await {
+        Ok(()) => Ok(Some(Pending(BufReader::new(stream)))),
+        // It went away between accept and write: as good as not listening.
+        Err(e)
+            if e.kind() == io::ErrorKind::BrokenPipe
+                || e.kind() == io::ErrorKind::ConnectionReset =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+impl Pending {
+    /// Wait for the reply. Returns when the supervisor says `done` or goes away (cancel-safe:
+    /// dropping this future only closes the connection).
+    pub async fn finished(mut self) {
+        let mut line = String::new();
+        let _ = self.0.read_line(&mut line).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip() {
+        for r in [
+            Request::Wait,
+            Request::Halt {
+                grace: Duration::from_millis(5000),
+            },
+        ] {
+            assert_eq!(Request::parse(r.line().trim_end()), Some(r));
+        }
+        assert_eq!(Request::parse("halt x"), None);
+        assert_eq!(Request::parse("nope"), None);
+    }
+}

@@ -1,0 +1,476 @@
+//! The supervisor's life: spawn the agent, serve `wait`/`halt` on the control socket, notice
+//! the agent's exit, end what it left behind, record the outcome once, exit.
+
+use std::fs::{File, OpenOptions};
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, ExitCode, Stdio};
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
+use nix::unistd::{ForkResult, Pid, fork};
+
+use super::control::{DONE, Request};
+use super::launch::{LOCK_FD, report};
+use super::unix::{close_fds_from, descendants, own_children, signal_group, signal_pid};
+use crate::error::{IoContext, Result};
+use crate::store::Store;
+use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
+
+/// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
+pub fn supervise(home: &Path, token: Token) -> ExitCode {
+    // SAFETY: the process is single-threaded here (no runtime has been started).
+    match unsafe { fork() } {
+        // SAFETY: _exit skips destructors that would flush the start-report pipe twice.
+        Ok(ForkResult::Parent { .. }) => unsafe { libc::_exit(0) },
+        Ok(ForkResult::Child) => {}
+        Err(e) => {
+            report(&format!("error cannot fork the supervisor: {e}"));
+            return ExitCode::from(70);
+        }
+    }
+    let store = match Store::open(home) {
+        Ok(s) => s,
+        Err(e) => {
+            report(&format!("error {e}"));
+            return ExitCode::from(70);
+        }
+    };
+    match Supervisor::start(store, token) {
+        Ok(Some(mut sup)) => {
+            sup.run();
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&format!("error {e}"));
+            ExitCode::from(70)
+        }
+    }
+}
+
+struct Client {
+    stream: UnixStream,
+    buf: Vec<u8>,
+    want: Option<Request>,
+}
+
+struct Supervisor {
+    store: Store,
+    rec: TaskRecord,
+    spec: TaskSpec,
+    signals: SignalFd,
+    listener: UnixListener,
+    clients: Vec<Client>,
+    child: Pid,
+    deadline: Option<Instant>,
+    stop: Option<StopReason>,
+    note: Option<String>,
+    kill_at: Option<Instant>,
+    killed: bool,
+    _lock: OwnedFd,
+}
+
+impl Supervisor {
+    /// Set up, spawn the agent and report to the launcher. `None` when the agent could not start
+    /// (recorded as failed and reported).
+    fn start(store: Store, token: Token) -> Result<Option<Supervisor>> {
+        // SAFETY: the launcher placed the task's locked lock file on this descriptor.
+        let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
+        nix::fcntl::fcntl(
+            &lock,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+        )
+        .ctx(|| "the supervisor was started without its lock".into())?;
+        close_fds_from(LOCK_FD + 1);
+        redirect_stderr(&store.task_dir(token).join("supervisor.err"));
+        nix::sys::prctl::set_child_subreaper(true)
+            .ctx(|| "cannot become a child subreaper".into())?;
+
+        let mut mask = SigSet::empty();
+        for s in [
+            Signal::SIGCHLD,
+            Signal::SIGTERM,
+            Signal::SIGINT,
+            Signal::SIGHUP,
+        ] {
+            mask.add(s);
+        }
+        mask.thread_block().ctx(|| "cannot block signals".into())?;
+        let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .ctx(|| "cannot create a signalfd".into())?;
+
+        let mut rec = store.read_record(token)?;
+        let spec = store.read_spec(token)?;
+        let socket_path = store.socket_path(token);
+        let listener = UnixListener::bind(&socket_path).ctx(|| {
+            format!(
+                "cannot listen on {} (a home path over ~90 bytes is too long for a socket)",
+                socket_path.display()
+            )
+        })?;
+        listener
+            .set_nonblocking(true)
+            .ctx(|| "cannot set up the control socket".into())?;
+
+        let child = match spawn_agent(&store, &rec, &spec) {
+            Ok(pid) => pid,
+            Err(msg) => {
+                let _ = std::fs::remove_file(&socket_path);
+                let outcome = Outcome::Failed {
+                    exit_code: None,
+                    signal: None,
+                    error: Some(msg.clone()),
+                };
+                store.finish(&mut rec, outcome, None)?;
+                report(&format!("error {msg}"));
+                return Ok(None);
+            }
+        };
+        rec.started = Some(Started {
+            pid: child.as_raw(),
+            supervisor_pid: std::process::id() as i32,
+            at_ms: unix_ms(SystemTime::now()),
+        });
+        store.write_record(&rec)?;
+        report(&format!("ok {child}"));
+        // The launcher reads its pipe until EOF: close our end by pointing stdout at /dev/null.
+        if let Ok(null) = File::options().write(true).open("/dev/null") {
+            let _ = nix::unistd::dup2_stdout(null);
+        }
+        let deadline = spec
+            .deadline_ms
+            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        Ok(Some(Supervisor {
+            store,
+            rec,
+            spec,
+            signals,
+            listener,
+            clients: Vec::new(),
+            child,
+            deadline,
+            stop: None,
+            note: None,
+            kill_at: None,
+            killed: false,
+            _lock: lock,
+        }))
+    }
+
+    fn run(&mut self) {
+        let (code, signal) = loop {
+            if let Some(exit) = self.agent_exit() {
+                break exit;
+            }
+            let wake = [
+                self.kill_at.filter(|_| !self.killed),
+                self.deadline.filter(|_| self.stop.is_none()),
+            ];
+            self.poll_once(wake.into_iter().flatten().min());
+            self.on_timers();
+        };
+        self.finish(code, signal);
+    }
+
+    /// The agent's exit code or signal, once it has exited (left unreaped, so its process group
+    /// id cannot be reused while leftovers are signalled).
+    fn agent_exit(&self) -> Option<(Option<i32>, Option<i32>)> {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        match waitid(Id::Pid(self.child), flags) {
+            Ok(WaitStatus::Exited(_, code)) => Some((Some(code), None)),
+            Ok(WaitStatus::Signaled(_, sig, _)) => Some((None, Some(sig as i32))),
+            Ok(_) => None,
+            Err(e) => {
+                eprintln!("waitid({}): {e}", self.child);
+                Some((None, None))
+            }
+        }
+    }
+
+    /// Wait for a signal, a connection, a client's request or `until`; handle what came.
+    fn poll_once(&mut self, until: Option<Instant>) {
+        let timeout = until.map_or(PollTimeout::NONE, |t| {
+            let ms = t
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(60_000) as u16;
+            PollTimeout::from(ms)
+        });
+        let ready: Vec<bool> = {
+            let mut fds = vec![
+                PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+            ];
+            fds.extend(
+                self.clients
+                    .iter()
+                    .map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)),
+            );
+            match poll(&mut fds, timeout) {
+                Ok(_) => fds
+                    .iter()
+                    .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+                    .collect(),
+                Err(_) => vec![false; fds.len()],
+            }
+        };
+        if ready[0] {
+            self.on_signals();
+        }
+        // Clients first: `ready` covers only those that were polled.
+        let mut i = ready.len() - 2;
+        while i > 0 {
+            i -= 1;
+            if ready[2 + i] && !self.read_client(i) {
+                self.clients.swap_remove(i);
+            }
+        }
+        if ready[1] {
+            self.accept_clients();
+        }
+    }
+
+    fn on_signals(&mut self) {
+        while let Ok(Some(info)) = self.signals.read_signal() {
+            match Signal::try_from(info.ssi_signo as i32) {
+                Ok(Signal::SIGCHLD) => reap_others(self.child),
+                Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) => {
+                    self.note
+                        .get_or_insert_with(|| format!("the supervisor received {s}"));
+                    self.begin_stop(
+                        StopReason::Halted,
+                        Duration::from_millis(self.spec.grace_ms),
+                    );
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn accept_clients(&mut self) {
+        while let Ok((stream, _)) = self.listener.accept() {
+            if stream.set_nonblocking(true).is_ok() {
+                self.clients.push(Client {
+                    stream,
+                    buf: Vec::new(),
+                    want: None,
+                });
+            }
+        }
+    }
+
+    /// Read from client `i`; false when it should be dropped.
+    fn read_client(&mut self, i: usize) -> bool {
+        let mut chunk = [0u8; 256];
+        let c = &mut self.clients[i];
+        match c.stream.read(&mut chunk) {
+            Ok(0) => return false,
+            Ok(n) => c.buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
+            Err(_) => return false,
+        }
+        if c.want.is_some() || c.buf.len() > 1024 {
+            return c.buf.len() <= 1024;
+        }
+        let Some(end) = c.buf.iter().position(|&b| b == b'\n') else {
+            return true;
+        };
+        let req = Request::parse(&String::from_utf8_lossy(&c.buf[..end]));
+        c.want = req;
+        match req {
+            Some(Request::Halt { grace }) => {
+                self.begin_stop(StopReason::Halted, grace);
+                true
+            }
+            Some(Request::Wait) => true,
+            None => false,
+        }
+    }
+
+    /// SIGTERM (and SIGCONT, for stopped ones) to the agent's group and every descendant; arm
+    /// the SIGKILL timer. The first reason to stop is the one recorded.
+    fn begin_stop(&mut self, why: StopReason, grace: Duration) {
+        self.stop.get_or_insert(why);
+        let kill_at = Instant::now() + grace;
+        self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
+        signal_group(self.child, Signal::SIGTERM);
+        signal_group(self.child, Signal::SIGCONT);
+        for pid in descendants(Pid::this()) {
+            signal_pid(pid, Signal::SIGTERM);
+            signal_pid(pid, Signal::SIGCONT);
+        }
+    }
+
+    fn on_timers(&mut self) {
+        let now = Instant::now();
+        if self.deadline.is_some_and(|d| now >= d) && self.stop.is_none() {
+            self.note
+                .get_or_insert_with(|| "the task's deadline passed".into());
+            self.begin_stop(
+                StopReason::DeadlinePassed,
+                Duration::from_millis(self.spec.grace_ms),
+            );
+        }
+        if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
+            self.kill_all();
+        }
+    }
+
+    /// SIGKILL the group and our direct children. Both are safe from pid reuse: the group's
+    /// leader and our children stay unreaped until we reap them.
+    fn kill_all(&mut self) {
+        self.killed = true;
+        signal_group(self.child, Signal::SIGKILL);
+        for pid in own_children() {
+            signal_pid(pid, Signal::SIGKILL);
+        }
+    }
+
+    fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
+        let leftovers = descendants(Pid::this())
+            .into_iter()
+            .filter(|&p| p != self.child)
+            .count();
+        if leftovers > 0 {
+            let sig = if self.killed {
+                Signal::SIGKILL
+            } else {
+                Signal::SIGTERM
+            };
+            signal_group(self.child, sig);
+            signal_group(self.child, Signal::SIGCONT);
+            for pid in own_children().into_iter().filter(|&p| p != self.child) {
+                signal_pid(pid, sig);
+                signal_pid(pid, Signal::SIGCONT);
+            }
+            let ended = format!("ended {leftovers} process(es) the agent left running");
+            self.note = Some(match self.note.take() {
+                Some(n) => format!("{n}; {ended}"),
+                None => ended,
+            });
+        }
+        let outcome = Outcome::from_exit(code, signal, self.stop);
+        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone()) {
+            eprintln!("cannot record the end of task {}: {e}", self.rec.token);
+        }
+        self.answer(|want| want == Some(Request::Wait));
+        self.end_leftovers();
+        let _ = waitpid(self.child, None);
+        while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+            if status == WaitStatus::StillAlive {
+                break;
+            }
+        }
+        let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
+        self.answer(|_| true);
+    }
+
+    /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and
+    /// answering anyone who connects meanwhile.
+    fn end_leftovers(&mut self) {
+        let kill_at = Instant::now() + Duration::from_millis(self.spec.grace_ms);
+        loop {
+            reap_others(self.child);
+            if own_children().iter().all(|&p| p == self.child) {
+                return;
+            }
+            if Instant::now() >= kill_at && !self.killed {
+                self.kill_all();
+            }
+            if self.killed {
+                // Orphans of killed leftovers keep arriving; each gets the same end.
+                self.kill_all();
+            }
+            self.poll_once(Some(if self.killed {
+                Instant::now() + Duration::from_millis(20)
+            } else {
+                kill_at
+            }));
+            self.answer(|want| want == Some(Request::Wait));
+        }
+    }
+
+    /// Send `done` to (and drop) the clients whose request matches.
+    fn answer(&mut self, matches: impl Fn(Option<Request>) -> bool) {
+        self.clients.retain_mut(|c| {
+            if matches(c.want) {
+                let _ = c.stream.set_nonblocking(false);
+                let _ = c.stream.write_all(DONE);
+                false
+            } else {
+                true
+            }
+        });
+    }
+}
+
+/// Reap exited children other than the agent, whose zombie we keep until the end.
+fn reap_others(agent: Pid) {
+    for pid in own_children().into_iter().filter(|&p| p != agent) {
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
+    }
+}
+
+/// Start the agent in its own process group, output to the log, nothing else inherited.
+fn spawn_agent(
+    store: &Store,
+    rec: &TaskRecord,
+    spec: &TaskSpec,
+) -> std::result::Result<Pid, String> {
+    let log_path = store.log_path(&rec.role, rec.token);
+    let log = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(&log_path)
+        .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
+    let err = log
+        .try_clone()
+        .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
+    let mut cmd = Command::new(&spec.argv[0]);
+    cmd.args(&spec.argv[1..])
+        .current_dir(&spec.cwd)
+        .envs(&spec.env)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(err)
+        .process_group(0);
+    let supervisor = std::process::id() as libc::pid_t;
+    // SAFETY: only async-signal-safe calls between fork and exec.
+    unsafe {
+        cmd.pre_exec(move || {
+            // The agent dies with its supervisor rather than running on unsupervised.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != supervisor {
+                libc::_exit(1);
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+    match cmd.spawn() {
+        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
+        Err(e) => Err(format!("cannot run `{}`: {e}", spec.argv[0])),
+    }
+}
+
+fn redirect_stderr(path: &Path) {
+    if let Ok(f) = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .open(path)
+    {
+        let _ = nix::unistd::dup2_stderr(f);
+    }
+}

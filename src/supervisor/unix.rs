@@ -1,0 +1,121 @@
+//! Linux process plumbing for the supervisor: its children, their descendants, and signals sent
+//! only to processes that are provably the task's.
+
+use std::fs;
+
+use nix::errno::Errno;
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+/// The supervisor's direct children (it is single-threaded, so its main thread has them all).
+/// Reparented orphans land here too, because the supervisor is a child subreaper.
+pub fn own_children() -> Vec<Pid> {
+    let me = std::process::id();
+    fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
+        .map(|s| {
+            s.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .map(Pid::from_raw)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every live descendant of `root`, found through `/proc/*/stat` parent links.
+pub fn descendants(root: Pid) -> Vec<Pid> {
+    let mut links: Vec<(i32, i32)> = Vec::new();
+    if let Ok(dir) = fs::read_dir("/proc") {
+        for e in dir.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            if let Some(ppid) = parent_of(pid) {
+                links.push((pid, ppid));
+            }
+        }
+    }
+    let mut found = vec![root.as_raw()];
+    let mut i = 0;
+    while i < found.len() {
+        let parent = found[i];
+        found.extend(
+            links
+                .iter()
+                .filter(|(_, pp)| *pp == parent)
+                .map(|(p, _)| *p),
+        );
+        i += 1;
+    }
+    found.into_iter().skip(1).map(Pid::from_raw).collect()
+}
+
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields resume after the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    rest.split(' ').nth(1)?.parse().ok()
+}
+
+/// Send `sig` to a whole process group, ignoring a group that is already gone.
+pub fn signal_group(pgid: Pid, sig: Signal) {
+    match killpg(pgid, sig) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => eprintln!("agentctl supervisor: killpg({pgid}, {sig}): {e}"),
+    }
+}
+
+/// Send `sig` to one process, ignoring one that has just exited.
+pub fn signal_pid(pid: Pid, sig: Signal) {
+    match kill(pid, sig) {
+        Ok(()) | Err(Errno::ESRCH) => {}
+        Err(e) => eprintln!("agentctl supervisor: kill({pid}, {sig}): {e}"),
+    }
+}
+
+/// Close every descriptor from `from` up, so nothing the launcher held reaches the agent.
+pub fn close_fds_from(from: i32) {
+    // SAFETY: close_range only closes descriptors; none of those above `from` are in use yet.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            from as libc::c_uint,
+            libc::c_uint::MAX,
+            0,
+        )
+    };
+    if rc != 0 {
+        // Kernels before 5.9: walk the open descriptors instead.
+        if let Ok(dir) = fs::read_dir("/proc/self/fd") {
+            let fds: Vec<i32> = dir
+                .flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect();
+            for fd in fds.into_iter().filter(|&fd| fd >= from) {
+                // SAFETY: closing a descriptor this process does not use any more.
+                unsafe { libc::close(fd) };
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_a_child_among_descendants() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let me = Pid::from_raw(std::process::id() as i32);
+        let found = descendants(me);
+        assert!(
+            found.contains(&Pid::from_raw(child.id() as i32)),
+            "{found:?}"
+        );
+        assert_eq!(parent_of(child.id() as i32), Some(me.as_raw()));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+}

@@ -1,0 +1,131 @@
+//! `TaskRecord`: what is known about a task, as saved in its record file.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::{Outcome, Role, Status, Token};
+
+/// Milliseconds since the Unix epoch, the timestamp unit of records.
+pub fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The saved state of one task. Its status is derived: ended, else started, else starting.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TaskRecord {
+    pub token: Token,
+    pub role: Role,
+    pub session: String,
+    /// The first line of the question (or command), shortened for listings.
+    pub preview: String,
+    pub created_at_ms: u64,
+    pub started: Option<Started>,
+    pub ended: Option<Ended>,
+}
+
+/// Set once the agent process exists.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Started {
+    pub pid: i32,
+    pub supervisor_pid: i32,
+    pub at_ms: u64,
+}
+
+/// Set once, by whoever records the end first, and never changed.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Ended {
+    pub outcome: Outcome,
+    pub at_ms: u64,
+    pub line_count: u64,
+    /// Something worth knowing about the end (leftover processes ended, a write error).
+    pub note: Option<String>,
+}
+
+impl TaskRecord {
+    /// The task's current status.
+    pub fn status(&self) -> Status {
+        match (&self.ended, &self.started) {
+            (Some(e), _) => e.outcome.status(),
+            (None, Some(_)) => Status::Running,
+            (None, None) => Status::Starting,
+        }
+    }
+
+    /// Milliseconds from start (or creation) to end (or `now_ms`).
+    pub fn elapsed_ms(&self, now_ms: u64) -> u64 {
+        let from = self
+            .started
+            .as_ref()
+            .map_or(self.created_at_ms, |s| s.at_ms);
+        let to = self.ended.as_ref().map_or(now_ms, |e| e.at_ms);
+        to.saturating_sub(from)
+    }
+}
+
+/// Shorten text to one line of at most `max` characters, for listings.
+pub fn one_line_preview(text: &str, max: usize) -> String {
+    let line = text
+        .split(['\n', '\r'])
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let more = line.chars().count() > max || text.trim().lines().count() > 1;
+    let mut out: String = line
+        .chars()
+        .take(max)
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    if more {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec() -> TaskRecord {
+        TaskRecord {
+            token: Token::parse("abc123").unwrap(),
+            role: Role::parse("r").unwrap(),
+            session: "default".into(),
+            preview: String::new(),
+            created_at_ms: 1_000,
+            started: None,
+            ended: None,
+        }
+    }
+
+    #[test]
+    fn status_is_derived_from_what_happened() {
+        let mut r = rec();
+        assert_eq!(r.status(), Status::Starting);
+        r.started = Some(Started {
+            pid: 5,
+            supervisor_pid: 4,
+            at_ms: 2_000,
+        });
+        assert_eq!(r.status(), Status::Running);
+        assert_eq!(r.elapsed_ms(5_000), 3_000);
+        r.ended = Some(Ended {
+            outcome: Outcome::Lost,
+            at_ms: 4_000,
+            line_count: 0,
+            note: None,
+        });
+        assert_eq!(r.status(), Status::Lost);
+        assert_eq!(r.elapsed_ms(9_000), 2_000);
+    }
+
+    #[test]
+    fn previews_are_one_short_line() {
+        assert_eq!(one_line_preview("hello", 10), "hello");
+        assert_eq!(one_line_preview("\n  first\nsecond", 10), "first…");
+        assert_eq!(one_line_preview("abcdefghijkl", 5), "abcde…");
+        assert_eq!(one_line_preview("", 5), "");
+    }
+}

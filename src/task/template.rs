@@ -1,0 +1,175 @@
+//! Agent templates: the argv that runs a role, with `{placeholders}` filled in (never via a shell).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+use crate::error::Error;
+
+/// The longest single argv element Linux accepts (MAX_ARG_STRLEN, 32 pages, less the NUL).
+pub const ARG_MAX_ELEMENT: usize = 32 * 4096 - 1;
+
+/// One `[agents.ROLE]` (or `[default]`) entry of `agents.toml`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    pub command: Vec<String>,
+    pub cwd: Option<PathBuf>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub timeout: Option<String>,
+}
+
+/// The values placeholders stand for.
+pub struct Vars<'a> {
+    pub role: &'a str,
+    pub question: &'a str,
+    pub question_file: &'a str,
+    pub token: &'a str,
+}
+
+impl Template {
+    /// The built-in template for roles that `agents.toml` does not name.
+    pub fn builtin_default() -> Template {
+        let command = [
+            "kiro-cli",
+            "chat",
+            "--no-interactive",
+            "--agent",
+            "{role}",
+            "{question}",
+        ];
+        Template {
+            command: command.map(String::from).to_vec(),
+            cwd: None,
+            env: BTreeMap::new(),
+            timeout: None,
+        }
+    }
+
+    /// Whether the agent reads the question from a file rather than from argv.
+    pub fn uses_question_file(&self) -> bool {
+        self.command.iter().any(|a| a.contains("{question_file}"))
+    }
+
+    /// Fill in the placeholders of every argv element, refusing what argv cannot carry.
+    pub fn render(&self, vars: &Vars<'_>) -> Result<Vec<String>, Error> {
+        if self.command.is_empty() || self.command[0].is_empty() {
+            return Err(Error::Usage(format!(
+                "the agent template for role `{}` has an empty `command`; give it the agent's argv, like [\"claude\", \"-p\", \"{{question}}\"]",
+                vars.role
+            )));
+        }
+        let argv: Vec<String> = self.command.iter().map(|a| substitute(a, vars)).collect();
+        if argv.iter().any(|a| a.contains('\0')) {
+            return Err(Error::Usage(
+                "the question contains a NUL byte, which a command line cannot carry".into(),
+            ));
+        }
+        if let Some(long) = argv.iter().find(|a| a.len() > ARG_MAX_ELEMENT) {
+            return Err(Error::Usage(format!(
+                "one argument of role `{}` would be {} bytes, more than the {ARG_MAX_ELEMENT} bytes Linux allows; \
+                 give the role a template in agents.toml that passes the question as a file with {{question_file}}",
+                vars.role,
+                long.len()
+            )));
+        }
+        Ok(argv)
+    }
+}
+
+/// Replace each known `{name}` in one pass, so text inside the question is never re-expanded.
+fn substitute(arg: &str, vars: &Vars<'_>) -> String {
+    let mut out = String::with_capacity(arg.len());
+    let mut rest = arg;
+    while let Some(open) = rest.find('{') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open..];
+        let value = [
+            ("{role}", vars.role),
+            ("{question}", vars.question),
+            ("{question_file}", vars.question_file),
+            ("{token}", vars.token),
+        ]
+        .into_iter()
+        .find(|(name, _)| after.starts_with(name));
+        match value {
+            Some((name, v)) => {
+                out.push_str(v);
+                rest = &after[name.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &after[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(q: &str) -> Vars<'_> {
+        Vars {
+            role: "reviewer",
+            question: q,
+            question_file: "/h/q.md",
+            token: "abc123",
+        }
+    }
+
+    #[test]
+    fn default_template_passes_question_as_one_element() {
+        let argv = Template::builtin_default()
+            .render(&vars("fix it; rm -rf / {token} $(x)"))
+            .unwrap();
+        assert_eq!(
+            argv,
+            [
+                "kiro-cli",
+                "chat",
+                "--no-interactive",
+                "--agent",
+                "reviewer",
+                "fix it; rm -rf / {token} $(x)"
+            ]
+        );
+    }
+
+    #[test]
+    fn placeholders_inside_elements() {
+        let t = Template {
+            command: vec![
+                "agent".into(),
+                "--q={question}".into(),
+                "{question_file}".into(),
+                "{x}{token}{".into(),
+            ],
+            cwd: None,
+            env: BTreeMap::new(),
+            timeout: None,
+        };
+        assert!(t.uses_question_file());
+        assert_eq!(
+            t.render(&vars("hi")).unwrap(),
+            ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]
+        );
+    }
+
+    #[test]
+    fn refuses_what_argv_cannot_carry() {
+        let long = "q".repeat(ARG_MAX_ELEMENT + 1);
+        let err = Template::builtin_default()
+            .render(&vars(&long))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("{question_file}"), "{err}");
+        assert!(Template::builtin_default().render(&vars("a\0b")).is_err());
+        let ok = "q".repeat(ARG_MAX_ELEMENT);
+        assert!(Template::builtin_default().render(&vars(&ok)).is_ok());
+    }
+}
