@@ -35,10 +35,7 @@ impl Agents {
         let candidates: Vec<PathBuf> = match explicit {
             Some(p) => {
                 if !p.is_file() {
-                    return Err(Error::Usage(format!(
-                        "agents file {} does not exist",
-                        p.display()
-                    )));
+                    return Err(Error::Usage(format!("agents file {} does not exist", p.display())));
                 }
                 vec![p.to_owned()]
             }
@@ -55,20 +52,14 @@ impl Agents {
         let Some(path) = candidates.into_iter().find(|p| p.is_file()) else {
             return Ok(Agents::default());
         };
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            Error::Usage(format!("cannot read agents file {}: {e}", path.display()))
-        })?;
-        let file: AgentsFile = toml::from_str(&text).map_err(|e| {
-            Error::Usage(format!("agents file {} is not valid: {e}", path.display()))
-        })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::Usage(format!("cannot read agents file {}: {e}", path.display())))?;
+        let file: AgentsFile = toml::from_str(&text)
+            .map_err(|e| Error::Usage(format!("agents file {} is not valid: {e}", path.display())))?;
         for name in file.agents.keys() {
-            Role::parse(name)
-                .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
+            Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
-        Ok(Agents {
-            path: Some(path),
-            file,
-        })
+        Ok(Agents { path: Some(path), file })
     }
 
     /// The template for `role`: its own entry, else `[default]`, else the built-in default.
@@ -78,28 +69,17 @@ impl Agents {
             None => what.to_owned(),
         };
         if let Some(t) = self.file.agents.get(role.as_str()) {
-            return Resolved {
-                template: t.clone(),
-                source: at(&format!("[agents.{role}]")),
-            };
+            return Resolved { template: t.clone(), source: at(&format!("[agents.{role}]")) };
         }
         if let Some(t) = &self.file.default {
-            return Resolved {
-                template: t.clone(),
-                source: at("[default]"),
-            };
+            return Resolved { template: t.clone(), source: at("[default]") };
         }
-        Resolved {
-            template: Template::builtin_default(),
-            source: "the built-in default template".into(),
-        }
+        Resolved { template: Template::builtin_default(), source: "the built-in default template".into() }
     }
 
     /// Where a user should put a template (the file in use, or the home's).
     pub fn config_hint(&self, home: &Path) -> PathBuf {
-        self.path
-            .clone()
-            .unwrap_or_else(|| home.join("agents.toml"))
+        self.path.clone().unwrap_or_else(|| home.join("agents.toml"))
     }
 }
 
@@ -112,10 +92,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reviewer = Role::parse("reviewer").unwrap();
         let none = Agents::load(dir.path(), None).unwrap();
-        assert_eq!(
-            none.resolve(&reviewer).template,
-            Template::builtin_default()
-        );
+        assert_eq!(none.resolve(&reviewer).template, Template::builtin_default());
 
         std::fs::write(
             dir.path().join("agents.toml"),
@@ -125,10 +102,7 @@ mod tests {
         let a = Agents::load(dir.path(), None).unwrap();
         assert_eq!(a.resolve(&reviewer).template.command, ["r"]);
         assert!(a.resolve(&reviewer).source.contains("[agents.reviewer]"));
-        assert_eq!(
-            a.resolve(&Role::parse("other").unwrap()).template.command,
-            ["d", "{question}"]
-        );
+        assert_eq!(a.resolve(&Role::parse("other").unwrap()).template.command, ["d", "{question}"]);
     }
 
     #[test]

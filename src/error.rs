@@ -7,15 +7,11 @@ use crate::task::{Status, Token};
 /// Everything that can go wrong, split into what the user can fix (exit 2) and internal faults (70).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error(
-        "invalid token `{0}`: a token is 6 lowercase hex characters, like a3f2c1 (`agentctl list` shows them)"
-    )]
+    #[error("invalid token `{0}`: a token is 6 lowercase hex characters, like a3f2c1 (`agentctl list` shows them)")]
     InvalidToken(String),
     #[error("invalid role `{0}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")]
     InvalidRole(String),
-    #[error(
-        "no task {token} in {home}; `agentctl list` shows the tasks of this home (or pass --home)"
-    )]
+    #[error("no task {token} in {home}; `agentctl list` shows the tasks of this home (or pass --home)")]
     UnknownToken { token: Token, home: PathBuf },
     #[error("task {token} already finished ({status}); there is nothing to halt")]
     AlreadyFinished { token: Token, status: Status },
@@ -73,18 +69,12 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Io {
-            context: what(),
-            source,
-        })
+        self.map_err(|source| Error::Io { context: what(), source })
     }
 }
 
 impl<T> IoContext<T> for nix::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|errno| Error::Io {
-            context: what(),
-            source: errno.into(),
-        })
+        self.map_err(|errno| Error::Io { context: what(), source: errno.into() })
     }
 }

@@ -93,10 +93,7 @@ fn cap_keeping_end(text: &str, cap: usize, cut_short: bool) -> String {
         start += 1;
     }
     let kept = &text[start..];
-    format!(
-        "[agentctl: summary truncated, showing only its last {} bytes]\n{kept}",
-        kept.len()
-    )
+    format!("[agentctl: summary truncated, showing only its last {} bytes]\n{kept}", kept.len())
 }
 
 /// Summarize a log read from `src`, reading only its end.
@@ -110,11 +107,7 @@ pub fn summarize<R: Read + Seek>(src: &mut R, cap: usize) -> io::Result<String> 
         src.seek(SeekFrom::Start(from))?;
         let mut buf = Vec::with_capacity((len - from) as usize);
         src.by_ref().take(len - from).read_to_end(&mut buf)?;
-        let (line_start, bytes) = if start > 0 {
-            (buf.first() == Some(&b'\n'), &buf[1..])
-        } else {
-            (true, &buf[..])
-        };
+        let (line_start, bytes) = if start > 0 { (buf.first() == Some(&b'\n'), &buf[1..]) } else { (true, &buf[..]) };
         let last_try = window >= MAX_WINDOW;
         if let Attempt::Done(s) = attempt(bytes, start == 0, line_start, cap, last_try) {
             return Ok(s);
@@ -130,12 +123,7 @@ pub fn last_line<R: Read + Seek>(src: &mut R) -> io::Result<Option<String>> {
     src.seek(SeekFrom::Start(from))?;
     let mut buf = Vec::new();
     src.take(len - from).read_to_end(&mut buf)?;
-    Ok(buf
-        .split(|&b| b == b'\n')
-        .rev()
-        .map(clean_line)
-        .map(|l| l.trim().to_owned())
-        .find(|l| !l.is_empty()))
+    Ok(buf.split(|&b| b == b'\n').rev().map(clean_line).map(|l| l.trim().to_owned()).find(|l| !l.is_empty()))
 }
 
 #[cfg(test)]
@@ -171,22 +159,13 @@ mod tests {
     #[test]
     fn summary_is_the_text_after_the_last_marker() {
         let cases: &[(&[u8], &str)] = &[
-            (
-                b"> first\nmore\n> second answer\nline two\n",
-                "second answer\nline two",
-            ),
+            (b"> first\nmore\n> second answer\nline two\n", "second answer\nline two"),
             (b"no marker\nat all\n", "no marker\nat all"),
             (b"", ""),
             (b"x\n\x1b[32m> \x1b[0mcoloured\n\n", "coloured"),
-            (
-                b"\xe2\xa0\x8b Thinking\r\xe2\xa0\x99 Thinking\r\x1b[K> spun\n",
-                "spun",
-            ),
+            (b"\xe2\xa0\x8b Thinking\r\xe2\xa0\x99 Thinking\r\x1b[K> spun\n", "spun"),
             (b">not a marker\n", ">not a marker"),
-            (
-                b"  > indented is not a marker\n",
-                "> indented is not a marker",
-            ),
+            (b"  > indented is not a marker\n", "> indented is not a marker"),
             (b"> last line only", "last line only"),
         ];
         for (log, want) in cases {
@@ -201,11 +180,7 @@ mod tests {
             log.extend_from_slice(format!("line {i}\n").as_bytes());
         }
         let s = summarize(&mut Cursor::new(log), 1000).unwrap();
-        assert!(
-            s.starts_with("[agentctl: summary truncated"),
-            "{}",
-            &s[..80]
-        );
+        assert!(s.starts_with("[agentctl: summary truncated"), "{}", &s[..80]);
         assert!(s.ends_with("line 19999"));
         assert!(s.len() < 1100);
     }
@@ -223,10 +198,7 @@ mod tests {
     #[test]
     fn a_window_that_begins_exactly_at_a_marker_line_keeps_it() {
         // Put the last marker line right at the start of the first window.
-        let mut tail = format!(
-            "> answer\n{}",
-            "y\n".repeat((FIRST_WINDOW as usize - 9) / 2)
-        );
+        let mut tail = format!("> answer\n{}", "y\n".repeat((FIRST_WINDOW as usize - 9) / 2));
         while tail.len() < FIRST_WINDOW as usize {
             tail.push('\n');
         }
@@ -234,6 +206,53 @@ mod tests {
         log.extend_from_slice(tail.as_bytes());
         let s = summarize(&mut Cursor::new(log), usize::MAX / 2).unwrap();
         assert!(s.starts_with("answer\ny"), "{}", &s[..20]);
+    }
+
+    /// Counts the bytes a summary reads.
+    struct Counting<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: Read> Read for Counting<R> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl<R: Seek> Seek for Counting<R> {
+        fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+            self.inner.seek(pos)
+        }
+    }
+
+    #[test]
+    fn a_one_gib_log_is_summarized_from_its_end_only() {
+        use std::io::Write;
+        let mut f = tempfile::tempfile().unwrap();
+        f.set_len(1 << 30).unwrap(); // sparse: a GiB of NULs without using the disk
+        f.seek(SeekFrom::End(0)).unwrap();
+        f.write_all(b"\n> the last response\n").unwrap();
+        for i in 0..20_000 {
+            writeln!(f, "\x1b[32mline {i}\x1b[0m of a long answer").unwrap();
+        }
+        let mut src = Counting { inner: f, read: 0 };
+        let s = summarize(&mut src, DEFAULT_CAP).unwrap();
+        assert!(s.starts_with("[agentctl: summary truncated"), "{}", &s[..60]);
+        assert!(s.ends_with("line 19999 of a long answer"));
+        assert!(s.len() <= DEFAULT_CAP + 100 && !s.contains('\x1b'));
+        assert!(src.read <= MAX_WINDOW + 1, "read {} bytes of a 1 GiB log", src.read);
+
+        // A short last response is found in the first window.
+        let mut f = tempfile::tempfile().unwrap();
+        f.set_len(1 << 30).unwrap();
+        f.seek(SeekFrom::End(0)).unwrap();
+        f.write_all(b"\n> short answer\n").unwrap();
+        let mut src = Counting { inner: f, read: 0 };
+        assert_eq!(summarize(&mut src, DEFAULT_CAP).unwrap(), "short answer");
+        assert!(src.read <= FIRST_WINDOW + 1, "read {} bytes", src.read);
     }
 
     #[test]

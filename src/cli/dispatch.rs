@@ -22,10 +22,7 @@ pub fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
         }
     };
-    let out = Out {
-        json: cli.json,
-        home_flag: cli.home.clone(),
-    };
+    let out = Out { json: cli.json, home_flag: cli.home.clone() };
     if let Command::Supervise(args) = &cli.command {
         // Before any runtime exists: the supervisor forks and must be single-threaded.
         return match (resolve_home(cli.home.clone()), Token::parse(&args.token)) {
@@ -33,15 +30,10 @@ pub fn main() -> ExitCode {
             (Err(e), _) | (_, Err(e)) => out.error(&e),
         };
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(rt) => rt,
         Err(e) => {
-            return out.error(&Error::Internal(format!(
-                "cannot start the async runtime: {e}"
-            )));
+            return out.error(&Error::Internal(format!("cannot start the async runtime: {e}")));
         }
     };
     match runtime.block_on(run(cli.command, cli.home, cli.agents, &out)) {
@@ -50,37 +42,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-async fn run(
-    command: Command,
-    home: Option<PathBuf>,
-    agents: Option<PathBuf>,
-    out: &Out,
-) -> Result<ExitCode> {
+async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, out: &Out) -> Result<ExitCode> {
     let store = Store::open(&resolve_home(home)?)?;
     match command {
         Command::Ask(a) => {
-            let question = if a.question == "-" {
-                read_stdin()?
-            } else {
-                a.question
-            };
-            let what = What::Ask {
-                question,
-                agents_file: agents,
-            };
+            let question = if a.question == "-" { read_stdin()? } else { a.question };
+            let what = What::Ask { question, agents_file: agents };
             launch(&store, out, &a.role, what, &a.wait, &a.launch).await
         }
-        Command::Run(r) => {
-            launch(
-                &store,
-                out,
-                &r.role,
-                What::Run { argv: r.command },
-                &r.wait,
-                &r.launch,
-            )
-            .await
-        }
+        Command::Run(r) => launch(&store, out, &r.role, What::Run { argv: r.command }, &r.wait, &r.launch).await,
         Command::Await(a) => {
             let limit = parse_duration(&a.timeout)?;
             let v = ops::await_task(&store, Token::parse(&a.token)?, Some(limit)).await?;
@@ -97,10 +67,7 @@ async fn run(
             let status = match l.status.as_deref() {
                 Some(s) => Some(Status::parse(s).ok_or_else(|| {
                     let all: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
-                    Error::Usage(format!(
-                        "unknown status `{s}`; use one of: {}",
-                        all.join(", ")
-                    ))
+                    Error::Usage(format!("unknown status `{s}`; use one of: {}", all.join(", ")))
                 })?),
                 None => None,
             };
@@ -128,20 +95,11 @@ async fn run(
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Supervise(_) => Err(Error::Internal(
-            "__supervise is handled before the runtime starts".into(),
-        )),
+        Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),
     }
 }
 
-async fn launch(
-    store: &Store,
-    out: &Out,
-    role: &str,
-    what: What,
-    w: &WaitArgs,
-    l: &LaunchArgs,
-) -> Result<ExitCode> {
+async fn launch(store: &Store, out: &Out, role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Result<ExitCode> {
     let wait = if w.r#async {
         Wait::Async
     } else if w.sync {
@@ -163,10 +121,6 @@ async fn launch(
 
 fn read_stdin() -> Result<String> {
     let mut bytes = Vec::new();
-    std::io::stdin()
-        .lock()
-        .read_to_end(&mut bytes)
-        .ctx(|| "cannot read the question from stdin".into())?;
-    String::from_utf8(bytes)
-        .map_err(|_| Error::Usage("the question on stdin is not valid UTF-8".into()))
+    std::io::stdin().lock().read_to_end(&mut bytes).ctx(|| "cannot read the question from stdin".into())?;
+    String::from_utf8(bytes).map_err(|_| Error::Usage("the question on stdin is not valid UTF-8".into()))
 }

@@ -107,12 +107,7 @@ impl Out {
             let _ = writeln!(w, "no tasks");
             return;
         }
-        let role_w = views
-            .iter()
-            .map(|v| v.role.as_str().len())
-            .max()
-            .unwrap_or(4)
-            .max(4);
+        let role_w = views.iter().map(|v| v.role.as_str().len()).max().unwrap_or(4).max(4);
         let _ = writeln!(
             w,
             "{:<6}  {:<role_w$}  {:<9}  {:>8}  {:>7}  QUESTION",
@@ -136,9 +131,7 @@ impl Out {
     pub fn error(&self, e: &Error) -> ExitCode {
         eprintln!("agentctl: {e}");
         if self.json {
-            print_json(
-                &json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }),
-            );
+            print_json(&json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }));
         }
         ExitCode::from(e.exit_code())
     }
@@ -161,11 +154,7 @@ pub struct JsonLines<'a> {
 
 impl<'a> JsonLines<'a> {
     pub fn new(token: Token, out: &'a mut dyn Write) -> JsonLines<'a> {
-        JsonLines {
-            token,
-            out,
-            pending: Vec::new(),
-        }
+        JsonLines { token, out, pending: Vec::new() }
     }
 
     fn emit(&mut self, line: &[u8]) -> io::Result<()> {

@@ -11,9 +11,7 @@ use crate::agents::Agents;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{
-    Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms,
-};
+use crate::task::{Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms};
 
 /// How long the launcher waits before handing back a token.
 #[derive(Clone, Copy, Debug)]
@@ -30,10 +28,7 @@ pub enum Wait {
 #[derive(Clone, Debug)]
 pub enum What {
     /// Ask a role: its template from `agents.toml` (or `agents_file`) gets the question.
-    Ask {
-        question: String,
-        agents_file: Option<PathBuf>,
-    },
+    Ask { question: String, agents_file: Option<PathBuf> },
     /// Run this argv as it is.
     Run { argv: Vec<String> },
 }
@@ -55,10 +50,7 @@ pub struct Launch {
 pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
     let session = session_of(req.session.as_deref())?;
     let (template, source, question) = match &req.what {
-        What::Ask {
-            question,
-            agents_file,
-        } => {
+        What::Ask { question, agents_file } => {
             let agents = Agents::load(store.home(), agents_file.as_deref())?;
             let r = agents.resolve(&req.role);
             let hint = format!(
@@ -66,34 +58,17 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
                 agents.config_hint(store.home()).display(),
                 role = req.role
             );
-            (
-                r.template,
-                format!("role `{}` uses {}; {hint}", req.role, r.source),
-                question.clone(),
-            )
+            (r.template, format!("role `{}` uses {}; {hint}", req.role, r.source), question.clone())
         }
         What::Run { argv } => {
-            let t = Template {
-                command: argv.clone(),
-                cwd: None,
-                env: BTreeMap::new(),
-                timeout: None,
-            };
+            let t = Template { command: argv.clone(), cwd: None, env: BTreeMap::new(), timeout: None };
             (t, "check the command".to_owned(), String::new())
         }
     };
     let base = std::env::current_dir().ctx(|| "cannot read the current directory".into())?;
-    let cwd = base.join(
-        req.cwd
-            .as_ref()
-            .or(template.cwd.as_ref())
-            .map_or(Path::new("."), |p| p.as_path()),
-    );
+    let cwd = base.join(req.cwd.as_ref().or(template.cwd.as_ref()).map_or(Path::new("."), |p| p.as_path()));
     if !cwd.is_dir() {
-        return Err(Error::Usage(format!(
-            "working directory {} does not exist",
-            cwd.display()
-        )));
+        return Err(Error::Usage(format!("working directory {} does not exist", cwd.display())));
     }
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
@@ -101,18 +76,9 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
         (None, None) => None,
     };
     // Render once without a token to refuse bad input before anything is created.
-    let probe = template.render(&Vars {
-        role: req.role.as_str(),
-        question: &question,
-        question_file: "",
-        token: "000000",
-    })?;
-    let path_var = template
-        .env
-        .get("PATH")
-        .cloned()
-        .or_else(|| std::env::var("PATH").ok())
-        .unwrap_or_default();
+    let probe =
+        template.render(&Vars { role: req.role.as_str(), question: &question, question_file: "", token: "000000" })?;
+    let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
     let Some(program) = find_program(&probe[0], &cwd, &path_var) else {
         return Err(Error::LaunchFailed(format!(
             "command `{}` was not found or is not executable; {source}",
@@ -138,10 +104,7 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
     let mut env = template.env.clone();
     env.insert("AGENTCTL_TOKEN".into(), token.to_string());
     env.insert("AGENTCTL_SESSION".into(), session.clone());
-    env.insert(
-        "AGENTCTL_HOME".into(),
-        store.home().to_string_lossy().into_owned(),
-    );
+    env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
     let preview = match &req.what {
         What::Ask { question, .. } => one_line_preview(question, 80),
         What::Run { argv } => one_line_preview(&argv.join(" "), 80),
@@ -175,11 +138,7 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
         Wait::Sync => await_task(store, token, None).await,
         Wait::For(d) => {
             let v = await_task(store, token, Some(d)).await?;
-            if v.status.is_final() {
-                Ok(v)
-            } else {
-                handed_back(store, token)
-            }
+            if v.status.is_final() { Ok(v) } else { handed_back(store, token) }
         }
     }
 }
@@ -202,26 +161,19 @@ fn session_of(flag: Option<&str>) -> Result<String> {
         .or_else(|| env("AGENTCTL_TOKEN"))
         .unwrap_or_else(|| "default".into());
     Role::parse(&s).map_err(|_| {
-        Error::Usage(format!(
-            "invalid session `{s}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`"
-        ))
+        Error::Usage(format!("invalid session `{s}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`"))
     })?;
     Ok(s)
 }
 
 /// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.
 fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
-    let executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-    };
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
         let p = cwd.join(program);
         return executable(&p).then_some(p);
     }
-    path_var
-        .split(':')
-        .map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program))
-        .find(|p| executable(p))
+    path_var.split(':').map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program)).find(|p| executable(p))
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -246,10 +198,7 @@ mod tests {
         std::fs::write(&bin, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
         let path = format!("/nonexistent:{}", dir.path().display());
-        assert_eq!(
-            find_program("tool", Path::new("/"), &path),
-            Some(bin.clone())
-        );
+        assert_eq!(find_program("tool", Path::new("/"), &path), Some(bin.clone()));
         assert_eq!(find_program("./tool", dir.path(), ""), Some(bin.clone()));
         assert_eq!(find_program("missing", Path::new("/"), &path), None);
         std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).unwrap();

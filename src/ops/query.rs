@@ -35,52 +35,33 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
         }
     }
     recs.retain(|r| {
-        filter.status.is_none_or(|s| r.status() == s)
-            && filter.role.as_ref().is_none_or(|ro| &r.role == ro)
+        filter.status.is_none_or(|s| r.status() == s) && filter.role.as_ref().is_none_or(|ro| &r.role == ro)
     });
     recs.sort_by_key(|r| (r.created_at_ms, r.token));
     recs.iter().map(|r| TaskView::of(store, r, false)).collect()
 }
 
 /// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.
-pub fn read_log(
-    store: &Store,
-    token: Token,
-    tail: Option<usize>,
-    raw: bool,
-    out: &mut dyn Write,
-) -> Result<TaskView> {
+pub fn read_log(store: &Store, token: Token, tail: Option<usize>, raw: bool, out: &mut dyn Write) -> Result<TaskView> {
     let view = status(store, token)?;
     let Some(mut file) = open_log(&view)? else {
         return Ok(view);
     };
     let start = match tail {
-        Some(n) => {
-            tail_offset(&mut file, n).ctx(|| format!("cannot read {}", view.log_path.display()))?
-        }
+        Some(n) => tail_offset(&mut file, n).ctx(|| format!("cannot read {}", view.log_path.display()))?,
         None => 0,
     };
-    file.seek(SeekFrom::Start(start))
-        .ctx(|| format!("cannot read {}", view.log_path.display()))?;
-    let mut printer = Printer {
-        raw,
-        pending: Vec::new(),
-    };
+    file.seek(SeekFrom::Start(start)).ctx(|| format!("cannot read {}", view.log_path.display()))?;
+    let mut printer = Printer { raw, pending: Vec::new() };
     let mut buf = vec![0u8; 256 * 1024];
     loop {
-        let n = file
-            .read(&mut buf)
-            .ctx(|| format!("cannot read {}", view.log_path.display()))?;
+        let n = file.read(&mut buf).ctx(|| format!("cannot read {}", view.log_path.display()))?;
         if n == 0 {
             break;
         }
-        printer
-            .feed(&buf[..n], out)
-            .ctx(|| "cannot write the log out".into())?;
+        printer.feed(&buf[..n], out).ctx(|| "cannot write the log out".into())?;
     }
-    printer
-        .flush(out)
-        .ctx(|| "cannot write the log out".into())?;
+    printer.flush(out).ctx(|| "cannot write the log out".into())?;
     Ok(view)
 }
 
@@ -102,10 +83,7 @@ pub async fn follow(
         None => 0,
     };
     file.seek(SeekFrom::Start(start)).ctx(what)?;
-    let mut printer = Printer {
-        raw,
-        pending: Vec::new(),
-    };
+    let mut printer = Printer { raw, pending: Vec::new() };
     let mut buf = vec![0u8; 256 * 1024];
     let end = await_task(store, token, None);
     tokio::pin!(end);
@@ -116,15 +94,11 @@ pub async fn follow(
             if n == 0 {
                 break;
             }
-            printer
-                .feed(&buf[..n], out)
-                .ctx(|| "cannot write the log out".into())?;
+            printer.feed(&buf[..n], out).ctx(|| "cannot write the log out".into())?;
         }
         out.flush().ctx(|| "cannot write the log out".into())?;
         if let Some(v) = ended {
-            printer
-                .flush(out)
-                .ctx(|| "cannot write the log out".into())?;
+            printer.flush(out).ctx(|| "cannot write the log out".into())?;
             return v;
         }
         tokio::select! {
@@ -231,10 +205,7 @@ mod tests {
     #[test]
     fn printer_cleans_whole_lines() {
         let mut out = Vec::new();
-        let mut p = Printer {
-            raw: false,
-            pending: Vec::new(),
-        };
+        let mut p = Printer { raw: false, pending: Vec::new() };
         p.feed(b"\x1b[1mone\x1b[0m\ntw", &mut out).unwrap();
         p.feed(b"o\r\nthr", &mut out).unwrap();
         p.flush(&mut out).unwrap();

@@ -56,15 +56,8 @@ impl TaskView {
         } else if status.is_final() {
             std::fs::read_to_string(&summary_path).ok()
         } else {
-            let last = File::open(&log_path)
-                .ok()
-                .and_then(|mut f| crate::summary::last_line(&mut f).ok().flatten());
-            Some(progress_line(
-                status,
-                elapsed_ms,
-                line_count,
-                last.as_deref(),
-            ))
+            let last = File::open(&log_path).ok().and_then(|mut f| crate::summary::last_line(&mut f).ok().flatten());
+            Some(progress_line(status, elapsed_ms, line_count, last.as_deref()))
         };
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {
@@ -92,10 +85,7 @@ impl TaskView {
 
 /// One line saying how a running task is doing.
 fn progress_line(status: Status, elapsed_ms: u64, lines: u64, last: Option<&str>) -> String {
-    let mut s = format!(
-        "{status} for {:.1}s, {lines} line(s) of output so far",
-        elapsed_ms as f64 / 1000.0
-    );
+    let mut s = format!("{status} for {:.1}s, {lines} line(s) of output so far", elapsed_ms as f64 / 1000.0);
     if let Some(l) = last {
         let short: String = l.chars().take(120).collect();
         s.push_str(&format!("; last: {short}"));

@@ -89,9 +89,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
             }
             Ok(None) | Err(_) if Instant::now() < give_up => sleep(SETTLE).await,
             _ => {
-                return Err(Error::Internal(format!(
-                    "cannot reach the supervisor of task {token}"
-                )));
+                return Err(Error::Internal(format!("cannot reach the supervisor of task {token}")));
             }
         }
     }
@@ -100,24 +98,15 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
         Status::Cancelled => {}
         status if status.is_final() => return Err(Error::AlreadyFinished { token, status }),
         status => {
-            return Err(Error::Internal(format!(
-                "task {token} is still {status} after the halt"
-            )));
+            return Err(Error::Internal(format!("task {token} is still {status} after the halt")));
         }
     }
     let mut v = TaskView::of(store, &rec, true)?;
     if purge {
-        for path in [
-            &v.log_path,
-            &v.summary_path,
-            &store.question_path(&rec.role, token),
-        ] {
+        for path in [&v.log_path, &v.summary_path, &store.question_path(&rec.role, token)] {
             let _ = std::fs::remove_file(path);
         }
-        v.note = Some(format!(
-            "{}log and summary removed (--purge)",
-            v.note.map(|n| n + "; ").unwrap_or_default()
-        ));
+        v.note = Some(format!("{}log and summary removed (--purge)", v.note.map(|n| n + "; ").unwrap_or_default()));
     }
     Ok(v)
 }

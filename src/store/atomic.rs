@@ -9,15 +9,10 @@ use crate::error::{IoContext, Result};
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().expect("record paths have a parent");
     let what = || format!("cannot write {}", path.display());
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".tmp-")
-        .tempfile_in(dir)
-        .ctx(what)?;
+    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir).ctx(what)?;
     tmp.write_all(bytes).ctx(what)?;
     tmp.as_file().sync_all().ctx(what)?;
     tmp.persist(path).map_err(|e| e.error).ctx(what)?;
-    std::fs::File::open(dir)
-        .and_then(|d| d.sync_all())
-        .ctx(what)?;
+    std::fs::File::open(dir).and_then(|d| d.sync_all()).ctx(what)?;
     Ok(())
 }

@@ -51,11 +51,7 @@ mod tests {
     #[test]
     fn counts_lines() {
         for (text, n) in [("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("\n\n", 2)] {
-            assert_eq!(
-                count_lines(&mut Cursor::new(text.as_bytes())).unwrap(),
-                n,
-                "{text:?}"
-            );
+            assert_eq!(count_lines(&mut Cursor::new(text.as_bytes())).unwrap(), n, "{text:?}");
         }
     }
 }

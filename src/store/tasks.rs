@@ -27,20 +27,14 @@ pub struct Store {
 }
 
 fn mkdir_0700(path: &Path) -> Result<()> {
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(path)
-        .ctx(|| format!("cannot create {}", path.display()))
+    DirBuilder::new().recursive(true).mode(0o700).create(path).ctx(|| format!("cannot create {}", path.display()))
 }
 
 impl Store {
     /// Open (creating if needed) the home at `home`.
     pub fn open(home: &Path) -> Result<Store> {
         mkdir_0700(&home.join("tasks"))?;
-        let home = home
-            .canonicalize()
-            .ctx(|| format!("cannot resolve home {}", home.display()))?;
+        let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
         Ok(Store { home })
     }
 
@@ -65,11 +59,7 @@ impl Store {
     }
 
     fn history_dir(&self, role: &Role) -> PathBuf {
-        self.home
-            .join("subagents")
-            .join(role.as_str())
-            .join("data")
-            .join("history")
+        self.home.join("subagents").join(role.as_str()).join("data").join("history")
     }
 
     /// `subagents/<role>/data/history/<token>.log`
@@ -95,18 +85,15 @@ impl Store {
             let dir = self.task_dir(t);
             match DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
-                    let lock = TaskLock::try_take(&self.lock_path(t))?.ok_or_else(|| {
-                        Error::Internal(format!("fresh task {t} was locked by someone else"))
-                    })?;
+                    let lock = TaskLock::try_take(&self.lock_path(t))?
+                        .ok_or_else(|| Error::Internal(format!("fresh task {t} was locked by someone else")))?;
                     return Ok((t, lock));
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e).ctx(|| format!("cannot create {}", dir.display())),
             }
         }
-        Err(Error::Internal(
-            "could not find a free token after 1000 tries; prune old tasks".into(),
-        ))
+        Err(Error::Internal("could not find a free token after 1000 tries; prune old tasks".into()))
     }
 
     /// Save the record (atomically).
@@ -130,8 +117,7 @@ impl Store {
     }
 
     fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(value)
-            .map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
+        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
         write_atomic(path, &bytes)
     }
 
@@ -140,29 +126,17 @@ impl Store {
         let bytes = match fs::read(&path) {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(Error::UnknownToken {
-                    token: t,
-                    home: self.home.clone(),
-                });
+                return Err(Error::UnknownToken { token: t, home: self.home.clone() });
             }
             Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
         };
-        serde_json::from_slice(&bytes).map_err(|e| {
-            Error::Internal(format!(
-                "{} is damaged ({e}); remove that task's directory",
-                path.display()
-            ))
-        })
+        serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Internal(format!("{} is damaged ({e}); remove that task's directory", path.display())))
     }
 
     /// Record the end of a task: its summary file, then its final record. The caller holds the
     /// task's lock, so the first end recorded is the only one.
-    pub fn finish(
-        &self,
-        rec: &mut TaskRecord,
-        outcome: Outcome,
-        note: Option<String>,
-    ) -> Result<()> {
+    pub fn finish(&self, rec: &mut TaskRecord, outcome: Outcome, note: Option<String>) -> Result<()> {
         if rec.ended.is_some() {
             return Ok(());
         }
@@ -171,22 +145,14 @@ impl Store {
         let (summary, line_count) = match super::logfile::summary_and_lines(&log) {
             Ok(found) => found,
             Err(e) => {
-                note = Some(format!(
-                    "{}cannot read the log: {e}",
-                    note.map(|n| n + "; ").unwrap_or_default()
-                ));
+                note = Some(format!("{}cannot read the log: {e}", note.map(|n| n + "; ").unwrap_or_default()));
                 (String::new(), 0)
             }
         };
         if let Err(e) = write_atomic(&self.summary_path(&rec.role, rec.token), summary.as_bytes()) {
             note = Some(format!("{}{e}", note.map(|n| n + "; ").unwrap_or_default()));
         }
-        rec.ended = Some(Ended {
-            outcome,
-            at_ms: unix_ms(std::time::SystemTime::now()),
-            line_count,
-            note,
-        });
+        rec.ended = Some(Ended { outcome, at_ms: unix_ms(std::time::SystemTime::now()), line_count, note });
         self.write_record(rec)
     }
 
@@ -196,11 +162,7 @@ impl Store {
         let mut out = Vec::new();
         for entry in fs::read_dir(&dir).ctx(|| format!("cannot list {}", dir.display()))? {
             let entry = entry.ctx(|| format!("cannot list {}", dir.display()))?;
-            if let Some(t) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| Token::parse(n).ok())
-            {
+            if let Some(t) = entry.file_name().to_str().and_then(|n| Token::parse(n).ok()) {
                 out.push(t);
             }
         }

@@ -31,9 +31,7 @@ impl Request {
     pub fn parse(line: &str) -> Option<Request> {
         match line.trim().split_once(' ') {
             None if line.trim() == "wait" => Some(Request::Wait),
-            Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt {
-                grace: Duration::from_millis(ms),
-            }),
+            Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt { grace: Duration::from_millis(ms) }),
             _ => None,
         }
     }
@@ -49,12 +47,7 @@ pub struct Pending(BufReader<UnixStream>);
 pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
     let mut stream = match UnixStream::connect(socket).await {
         Ok(s) => s,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
-            ) =>
-        {
+        Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
             return Ok(None);
         }
         Err(e) => return Err(e),
@@ -62,12 +55,7 @@ pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
     match stream.write_all(req.line().as_bytes()).await {
         Ok(()) => Ok(Some(Pending(BufReader::new(stream)))),
         // It went away between accept and write: as good as not listening.
-        Err(e)
-            if e.kind() == io::ErrorKind::BrokenPipe
-                || e.kind() == io::ErrorKind::ConnectionReset =>
-        {
-            Ok(None)
-        }
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => Ok(None),
         Err(e) => Err(e),
     }
 }
@@ -87,12 +75,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [
-            Request::Wait,
-            Request::Halt {
-                grace: Duration::from_millis(5000),
-            },
-        ] {
+        for r in [Request::Wait, Request::Halt { grace: Duration::from_millis(5000) }] {
             assert_eq!(Request::parse(r.line().trim_end()), Some(r));
         }
         assert_eq!(Request::parse("halt x"), None);

@@ -36,11 +36,8 @@ pub fn launch(store: &Store, token: Token, lock: TaskLock) -> Result<i32> {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            let rc = if lock_fd == LOCK_FD {
-                libc::fcntl(LOCK_FD, libc::F_SETFD, 0)
-            } else {
-                libc::dup2(lock_fd, LOCK_FD)
-            };
+            let rc =
+                if lock_fd == LOCK_FD { libc::fcntl(LOCK_FD, libc::F_SETFD, 0) } else { libc::dup2(lock_fd, LOCK_FD) };
             if rc == -1 {
                 return Err(std::io::Error::last_os_error());
             }
@@ -52,11 +49,7 @@ pub fn launch(store: &Store, token: Token, lock: TaskLock) -> Result<i32> {
     drop(lock);
     let mut child = spawned.ctx(|| "cannot start the task's supervisor".into())?;
     let mut report = String::new();
-    let read = child
-        .stdout
-        .take()
-        .expect("piped")
-        .read_to_string(&mut report);
+    let read = child.stdout.take().expect("piped").read_to_string(&mut report);
     // The first process exits as soon as it has forked the real supervisor.
     let _ = child.wait();
     read.ctx(|| "cannot read the supervisor's start report".into())?;
@@ -67,9 +60,7 @@ pub fn launch(store: &Store, token: Token, lock: TaskLock) -> Result<i32> {
 fn parse_report(report: &str, token: Token) -> Result<i32> {
     let line = report.trim_end();
     if let Some(pid) = line.strip_prefix("ok ") {
-        return pid
-            .parse()
-            .map_err(|_| Error::Internal(format!("bad start report from supervisor: {line:?}")));
+        return pid.parse().map_err(|_| Error::Internal(format!("bad start report from supervisor: {line:?}")));
     }
     if let Some(msg) = line.strip_prefix("error ") {
         return Err(Error::LaunchFailed(msg.to_owned()));

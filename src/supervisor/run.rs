@@ -84,23 +84,14 @@ impl Supervisor {
     fn start(store: Store, token: Token) -> Result<Option<Supervisor>> {
         // SAFETY: the launcher placed the task's locked lock file on this descriptor.
         let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
-        nix::fcntl::fcntl(
-            &lock,
-            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
-        )
-        .ctx(|| "the supervisor was started without its lock".into())?;
+        nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .ctx(|| "the supervisor was started without its lock".into())?;
         close_fds_from(LOCK_FD + 1);
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
-        nix::sys::prctl::set_child_subreaper(true)
-            .ctx(|| "cannot become a child subreaper".into())?;
+        nix::sys::prctl::set_child_subreaper(true).ctx(|| "cannot become a child subreaper".into())?;
 
         let mut mask = SigSet::empty();
-        for s in [
-            Signal::SIGCHLD,
-            Signal::SIGTERM,
-            Signal::SIGINT,
-            Signal::SIGHUP,
-        ] {
+        for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
             mask.add(s);
         }
         mask.thread_block().ctx(|| "cannot block signals".into())?;
@@ -111,24 +102,15 @@ impl Supervisor {
         let spec = store.read_spec(token)?;
         let socket_path = store.socket_path(token);
         let listener = UnixListener::bind(&socket_path).ctx(|| {
-            format!(
-                "cannot listen on {} (a home path over ~90 bytes is too long for a socket)",
-                socket_path.display()
-            )
+            format!("cannot listen on {} (a home path over ~90 bytes is too long for a socket)", socket_path.display())
         })?;
-        listener
-            .set_nonblocking(true)
-            .ctx(|| "cannot set up the control socket".into())?;
+        listener.set_nonblocking(true).ctx(|| "cannot set up the control socket".into())?;
 
         let child = match spawn_agent(&store, &rec, &spec) {
             Ok(pid) => pid,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
-                let outcome = Outcome::Failed {
-                    exit_code: None,
-                    signal: None,
-                    error: Some(msg.clone()),
-                };
+                let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(msg.clone()) };
                 store.finish(&mut rec, outcome, None)?;
                 report(&format!("error {msg}"));
                 return Ok(None);
@@ -145,9 +127,7 @@ impl Supervisor {
         if let Ok(null) = File::options().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(null);
         }
-        let deadline = spec
-            .deadline_ms
-            .map(|ms| Instant::now() + Duration::from_millis(ms));
+        let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Ok(Some(Supervisor {
             store,
             rec,
@@ -170,10 +150,7 @@ impl Supervisor {
             if let Some(exit) = self.agent_exit() {
                 break exit;
             }
-            let wake = [
-                self.kill_at.filter(|_| !self.killed),
-                self.deadline.filter(|_| self.stop.is_none()),
-            ];
+            let wake = [self.kill_at.filter(|_| !self.killed), self.deadline.filter(|_| self.stop.is_none())];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
         };
@@ -198,10 +175,7 @@ impl Supervisor {
     /// Wait for a signal, a connection, a client's request or `until`; handle what came.
     fn poll_once(&mut self, until: Option<Instant>) {
         let timeout = until.map_or(PollTimeout::NONE, |t| {
-            let ms = t
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(60_000) as u16;
+            let ms = t.saturating_duration_since(Instant::now()).as_millis().min(60_000) as u16;
             PollTimeout::from(ms)
         });
         let ready: Vec<bool> = {
@@ -209,16 +183,9 @@ impl Supervisor {
                 PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
             ];
-            fds.extend(
-                self.clients
-                    .iter()
-                    .map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)),
-            );
+            fds.extend(self.clients.iter().map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)));
             match poll(&mut fds, timeout) {
-                Ok(_) => fds
-                    .iter()
-                    .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
-                    .collect(),
+                Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
                 Err(_) => vec![false; fds.len()],
             }
         };
@@ -243,12 +210,8 @@ impl Supervisor {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => reap_others(self.child),
                 Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) => {
-                    self.note
-                        .get_or_insert_with(|| format!("the supervisor received {s}"));
-                    self.begin_stop(
-                        StopReason::Halted,
-                        Duration::from_millis(self.spec.grace_ms),
-                    );
+                    self.note.get_or_insert_with(|| format!("the supervisor received {s}"));
+                    self.begin_stop(StopReason::Halted, Duration::from_millis(self.spec.grace_ms));
                 }
                 _ => {}
             }
@@ -258,11 +221,7 @@ impl Supervisor {
     fn accept_clients(&mut self) {
         while let Ok((stream, _)) = self.listener.accept() {
             if stream.set_nonblocking(true).is_ok() {
-                self.clients.push(Client {
-                    stream,
-                    buf: Vec::new(),
-                    want: None,
-                });
+                self.clients.push(Client { stream, buf: Vec::new(), want: None });
             }
         }
     }
@@ -312,12 +271,8 @@ impl Supervisor {
     fn on_timers(&mut self) {
         let now = Instant::now();
         if self.deadline.is_some_and(|d| now >= d) && self.stop.is_none() {
-            self.note
-                .get_or_insert_with(|| "the task's deadline passed".into());
-            self.begin_stop(
-                StopReason::DeadlinePassed,
-                Duration::from_millis(self.spec.grace_ms),
-            );
+            self.note.get_or_insert_with(|| "the task's deadline passed".into());
+            self.begin_stop(StopReason::DeadlinePassed, Duration::from_millis(self.spec.grace_ms));
         }
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.kill_all();
@@ -335,16 +290,9 @@ impl Supervisor {
     }
 
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
-        let leftovers = descendants(Pid::this())
-            .into_iter()
-            .filter(|&p| p != self.child)
-            .count();
+        let leftovers = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
         if leftovers > 0 {
-            let sig = if self.killed {
-                Signal::SIGKILL
-            } else {
-                Signal::SIGTERM
-            };
+            let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
             signal_group(self.child, sig);
             signal_group(self.child, Signal::SIGCONT);
             for pid in own_children().into_iter().filter(|&p| p != self.child) {
@@ -389,11 +337,7 @@ impl Supervisor {
                 // Orphans of killed leftovers keep arriving; each gets the same end.
                 self.kill_all();
             }
-            self.poll_once(Some(if self.killed {
-                Instant::now() + Duration::from_millis(20)
-            } else {
-                kill_at
-            }));
+            self.poll_once(Some(if self.killed { Instant::now() + Duration::from_millis(20) } else { kill_at }));
             self.answer(|want| want == Some(Request::Wait));
         }
     }
@@ -420,11 +364,7 @@ fn reap_others(agent: Pid) {
 }
 
 /// Start the agent in its own process group, output to the log, nothing else inherited.
-fn spawn_agent(
-    store: &Store,
-    rec: &TaskRecord,
-    spec: &TaskSpec,
-) -> std::result::Result<Pid, String> {
+fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> std::result::Result<Pid, String> {
     let log_path = store.log_path(&rec.role, rec.token);
     let log = OpenOptions::new()
         .append(true)
@@ -432,9 +372,7 @@ fn spawn_agent(
         .mode(0o600)
         .open(&log_path)
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
-    let err = log
-        .try_clone()
-        .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
+    let err = log.try_clone().map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let mut cmd = Command::new(&spec.argv[0]);
     cmd.args(&spec.argv[1..])
         .current_dir(&spec.cwd)
@@ -465,12 +403,7 @@ fn spawn_agent(
 }
 
 fn redirect_stderr(path: &Path) {
-    if let Ok(f) = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-    {
+    if let Ok(f) = OpenOptions::new().append(true).create(true).mode(0o600).open(path) {
         let _ = nix::unistd::dup2_stderr(f);
     }
 }

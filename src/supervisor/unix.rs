@@ -12,12 +12,7 @@ use nix::unistd::Pid;
 pub fn own_children() -> Vec<Pid> {
     let me = std::process::id();
     fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
-        .map(|s| {
-            s.split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .map(Pid::from_raw)
-                .collect()
-        })
+        .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).map(Pid::from_raw).collect())
         .unwrap_or_default()
 }
 
@@ -38,12 +33,7 @@ pub fn descendants(root: Pid) -> Vec<Pid> {
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(
-            links
-                .iter()
-                .filter(|(_, pp)| *pp == parent)
-                .map(|(p, _)| *p),
-        );
+        found.extend(links.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
         i += 1;
     }
     found.into_iter().skip(1).map(Pid::from_raw).collect()
@@ -75,21 +65,11 @@ pub fn signal_pid(pid: Pid, sig: Signal) {
 /// Close every descriptor from `from` up, so nothing the launcher held reaches the agent.
 pub fn close_fds_from(from: i32) {
     // SAFETY: close_range only closes descriptors; none of those above `from` are in use yet.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            from as libc::c_uint,
-            libc::c_uint::MAX,
-            0,
-        )
-    };
+    let rc = unsafe { libc::syscall(libc::SYS_close_range, from as libc::c_uint, libc::c_uint::MAX, 0) };
     if rc != 0 {
         // Kernels before 5.9: walk the open descriptors instead.
         if let Ok(dir) = fs::read_dir("/proc/self/fd") {
-            let fds: Vec<i32> = dir
-                .flatten()
-                .filter_map(|e| e.file_name().to_str()?.parse().ok())
-                .collect();
+            let fds: Vec<i32> = dir.flatten().filter_map(|e| e.file_name().to_str()?.parse().ok()).collect();
             for fd in fds.into_iter().filter(|&fd| fd >= from) {
                 // SAFETY: closing a descriptor this process does not use any more.
                 unsafe { libc::close(fd) };
@@ -104,16 +84,10 @@ mod tests {
 
     #[test]
     fn finds_a_child_among_descendants() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("5")
-            .spawn()
-            .unwrap();
+        let mut child = std::process::Command::new("sleep").arg("5").spawn().unwrap();
         let me = Pid::from_raw(std::process::id() as i32);
         let found = descendants(me);
-        assert!(
-            found.contains(&Pid::from_raw(child.id() as i32)),
-            "{found:?}"
-        );
+        assert!(found.contains(&Pid::from_raw(child.id() as i32)), "{found:?}");
         assert_eq!(parent_of(child.id() as i32), Some(me.as_raw()));
         child.kill().unwrap();
         child.wait().unwrap();

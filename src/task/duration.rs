@@ -40,21 +40,14 @@ mod tests {
             (" 2s ", 2_000),
         ];
         for (input, ms) in cases {
-            assert_eq!(
-                parse_duration(input).unwrap(),
-                Duration::from_millis(ms),
-                "{input}"
-            );
+            assert_eq!(parse_duration(input).unwrap(), Duration::from_millis(ms), "{input}");
         }
     }
 
     #[test]
     fn refuses_garbage() {
         for bad in ["", "abc", "-1", "10x", "1..2", "s"] {
-            assert!(
-                matches!(parse_duration(bad), Err(Error::Usage(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(parse_duration(bad), Err(Error::Usage(_))), "{bad:?}");
         }
     }
 }

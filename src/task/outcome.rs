@@ -73,38 +73,20 @@ pub enum StopReason {
 #[serde(tag = "status", rename_all = "snake_case")]
 pub enum Outcome {
     Completed,
-    Failed {
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        error: Option<String>,
-    },
-    Cancelled {
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-    },
-    Expired {
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-    },
+    Failed { exit_code: Option<i32>, signal: Option<i32>, error: Option<String> },
+    Cancelled { exit_code: Option<i32>, signal: Option<i32> },
+    Expired { exit_code: Option<i32>, signal: Option<i32> },
     Lost,
 }
 
 impl Outcome {
     /// The outcome of a child that exited with `exit_code` or was killed by `signal`.
-    pub fn from_exit(
-        exit_code: Option<i32>,
-        signal: Option<i32>,
-        stopped: Option<StopReason>,
-    ) -> Outcome {
+    pub fn from_exit(exit_code: Option<i32>, signal: Option<i32>, stopped: Option<StopReason>) -> Outcome {
         match stopped {
             Some(StopReason::Halted) => Outcome::Cancelled { exit_code, signal },
             Some(StopReason::DeadlinePassed) => Outcome::Expired { exit_code, signal },
             None if exit_code == Some(0) => Outcome::Completed,
-            None => Outcome::Failed {
-                exit_code,
-                signal,
-                error: None,
-            },
+            None => Outcome::Failed { exit_code, signal, error: None },
         }
     }
 
@@ -133,9 +115,9 @@ impl Outcome {
     /// The signal that killed the child, if one did.
     pub fn signal(&self) -> Option<i32> {
         match self {
-            Outcome::Failed { signal, .. }
-            | Outcome::Cancelled { signal, .. }
-            | Outcome::Expired { signal, .. } => *signal,
+            Outcome::Failed { signal, .. } | Outcome::Cancelled { signal, .. } | Outcome::Expired { signal, .. } => {
+                *signal
+            }
             Outcome::Completed | Outcome::Lost => None,
         }
     }
@@ -144,9 +126,7 @@ impl Outcome {
     pub fn error(&self) -> Option<String> {
         match self {
             Outcome::Failed { error: Some(e), .. } => Some(e.clone()),
-            Outcome::Lost => {
-                Some("the task's supervisor died before recording how the task ended".into())
-            }
+            Outcome::Lost => Some("the task's supervisor died before recording how the task ended".into()),
             _ => None,
         }
     }
@@ -164,12 +144,7 @@ mod tests {
             (None, Some(9), None, Status::Failed),
             (Some(0), None, Some(StopReason::Halted), Status::Cancelled),
             (None, Some(15), Some(StopReason::Halted), Status::Cancelled),
-            (
-                None,
-                Some(15),
-                Some(StopReason::DeadlinePassed),
-                Status::Expired,
-            ),
+            (None, Some(15), Some(StopReason::DeadlinePassed), Status::Expired),
         ];
         for (code, sig, why, want) in cases {
             let o = Outcome::from_exit(code, sig, why);
@@ -181,11 +156,7 @@ mod tests {
 
     #[test]
     fn outcome_round_trips_as_tagged_json() {
-        let o = Outcome::Failed {
-            exit_code: Some(2),
-            signal: None,
-            error: None,
-        };
+        let o = Outcome::Failed { exit_code: Some(2), signal: None, error: None };
         let j = serde_json::to_string(&o).unwrap();
         assert!(j.contains(r#""status":"failed""#), "{j}");
         assert_eq!(serde_json::from_str::<Outcome>(&j).unwrap(), o);

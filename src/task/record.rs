@@ -8,9 +8,7 @@ use super::{Outcome, Role, Status, Token};
 
 /// Milliseconds since the Unix epoch, the timestamp unit of records.
 pub fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+    t.duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// The saved state of one task. Its status is derived: ended, else started, else starting.
@@ -56,10 +54,7 @@ impl TaskRecord {
 
     /// Milliseconds from start (or creation) to end (or `now_ms`).
     pub fn elapsed_ms(&self, now_ms: u64) -> u64 {
-        let from = self
-            .started
-            .as_ref()
-            .map_or(self.created_at_ms, |s| s.at_ms);
+        let from = self.started.as_ref().map_or(self.created_at_ms, |s| s.at_ms);
         let to = self.ended.as_ref().map_or(now_ms, |e| e.at_ms);
         to.saturating_sub(from)
     }
@@ -67,17 +62,9 @@ impl TaskRecord {
 
 /// Shorten text to one line of at most `max` characters, for listings.
 pub fn one_line_preview(text: &str, max: usize) -> String {
-    let line = text
-        .split(['\n', '\r'])
-        .map(str::trim)
-        .find(|l| !l.is_empty())
-        .unwrap_or("");
+    let line = text.split(['\n', '\r']).map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
     let more = line.chars().count() > max || text.trim().lines().count() > 1;
-    let mut out: String = line
-        .chars()
-        .take(max)
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let mut out: String = line.chars().take(max).map(|c| if c.is_control() { ' ' } else { c }).collect();
     if more {
         out.push('…');
     }
@@ -104,19 +91,10 @@ mod tests {
     fn status_is_derived_from_what_happened() {
         let mut r = rec();
         assert_eq!(r.status(), Status::Starting);
-        r.started = Some(Started {
-            pid: 5,
-            supervisor_pid: 4,
-            at_ms: 2_000,
-        });
+        r.started = Some(Started { pid: 5, supervisor_pid: 4, at_ms: 2_000 });
         assert_eq!(r.status(), Status::Running);
         assert_eq!(r.elapsed_ms(5_000), 3_000);
-        r.ended = Some(Ended {
-            outcome: Outcome::Lost,
-            at_ms: 4_000,
-            line_count: 0,
-            note: None,
-        });
+        r.ended = Some(Ended { outcome: Outcome::Lost, at_ms: 4_000, line_count: 0, note: None });
         assert_eq!(r.status(), Status::Lost);
         assert_eq!(r.elapsed_ms(9_000), 2_000);
     }

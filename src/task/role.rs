@@ -14,14 +14,8 @@ pub struct Role(String);
 impl Role {
     /// Parse user input; anything that could escape a directory or is too long is refused.
     pub fn parse(s: &str) -> Result<Role, Error> {
-        let ok = (1..=64).contains(&s.len())
-            && s.bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
-        if ok {
-            Ok(Role(s.to_owned()))
-        } else {
-            Err(Error::InvalidRole(super::token::input_preview(s)))
-        }
+        let ok = (1..=64).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if ok { Ok(Role(s.to_owned())) } else { Err(Error::InvalidRole(super::token::input_preview(s))) }
     }
 
     /// The role as text.
@@ -65,10 +59,7 @@ mod tests {
             assert_eq!(Role::parse(ok).unwrap().as_str(), ok);
         }
         for bad in ["", "..", "a/b", "a b", "rôle", "a\0", &"x".repeat(65), "."] {
-            assert!(
-                matches!(Role::parse(bad), Err(Error::InvalidRole(_))),
-                "{bad:?}"
-            );
+            assert!(matches!(Role::parse(bad), Err(Error::InvalidRole(_))), "{bad:?}");
         }
     }
 }

@@ -32,20 +32,8 @@ pub struct Vars<'a> {
 impl Template {
     /// The built-in template for roles that `agents.toml` does not name.
     pub fn builtin_default() -> Template {
-        let command = [
-            "kiro-cli",
-            "chat",
-            "--no-interactive",
-            "--agent",
-            "{role}",
-            "{question}",
-        ];
-        Template {
-            command: command.map(String::from).to_vec(),
-            cwd: None,
-            env: BTreeMap::new(),
-            timeout: None,
-        }
+        let command = ["kiro-cli", "chat", "--no-interactive", "--agent", "{role}", "{question}"];
+        Template { command: command.map(String::from).to_vec(), cwd: None, env: BTreeMap::new(), timeout: None }
     }
 
     /// Whether the agent reads the question from a file rather than from argv.
@@ -63,9 +51,7 @@ impl Template {
         }
         let argv: Vec<String> = self.command.iter().map(|a| substitute(a, vars)).collect();
         if argv.iter().any(|a| a.contains('\0')) {
-            return Err(Error::Usage(
-                "the question contains a NUL byte, which a command line cannot carry".into(),
-            ));
+            return Err(Error::Usage("the question contains a NUL byte, which a command line cannot carry".into()));
         }
         if let Some(long) = argv.iter().find(|a| a.len() > ARG_MAX_ELEMENT) {
             return Err(Error::Usage(format!(
@@ -114,59 +100,34 @@ mod tests {
     use super::*;
 
     fn vars(q: &str) -> Vars<'_> {
-        Vars {
-            role: "reviewer",
-            question: q,
-            question_file: "/h/q.md",
-            token: "abc123",
-        }
+        Vars { role: "reviewer", question: q, question_file: "/h/q.md", token: "abc123" }
     }
 
     #[test]
     fn default_template_passes_question_as_one_element() {
-        let argv = Template::builtin_default()
-            .render(&vars("fix it; rm -rf / {token} $(x)"))
-            .unwrap();
+        let argv = Template::builtin_default().render(&vars("fix it; rm -rf / {token} $(x)")).unwrap();
         assert_eq!(
             argv,
-            [
-                "kiro-cli",
-                "chat",
-                "--no-interactive",
-                "--agent",
-                "reviewer",
-                "fix it; rm -rf / {token} $(x)"
-            ]
+            ["kiro-cli", "chat", "--no-interactive", "--agent", "reviewer", "fix it; rm -rf / {token} $(x)"]
         );
     }
 
     #[test]
     fn placeholders_inside_elements() {
         let t = Template {
-            command: vec![
-                "agent".into(),
-                "--q={question}".into(),
-                "{question_file}".into(),
-                "{x}{token}{".into(),
-            ],
+            command: vec!["agent".into(), "--q={question}".into(), "{question_file}".into(), "{x}{token}{".into()],
             cwd: None,
             env: BTreeMap::new(),
             timeout: None,
         };
         assert!(t.uses_question_file());
-        assert_eq!(
-            t.render(&vars("hi")).unwrap(),
-            ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]
-        );
+        assert_eq!(t.render(&vars("hi")).unwrap(), ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]);
     }
 
     #[test]
     fn refuses_what_argv_cannot_carry() {
         let long = "q".repeat(ARG_MAX_ELEMENT + 1);
-        let err = Template::builtin_default()
-            .render(&vars(&long))
-            .unwrap_err()
-            .to_string();
+        let err = Template::builtin_default().render(&vars(&long)).unwrap_err().to_string();
         assert!(err.contains("{question_file}"), "{err}");
         assert!(Template::builtin_default().render(&vars("a\0b")).is_err());
         let ok = "q".repeat(ARG_MAX_ELEMENT);

@@ -44,16 +44,8 @@ impl Token {
 
 /// Echo bad input back without flooding the terminal or smuggling control characters.
 pub(crate) fn input_preview(s: &str) -> String {
-    let cleaned: String = s
-        .chars()
-        .take(40)
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect();
-    if s.chars().count() > 40 {
-        format!("{cleaned}…")
-    } else {
-        cleaned
-    }
+    let cleaned: String = s.chars().take(40).map(|c| if c.is_control() { '?' } else { c }).collect();
+    if s.chars().count() > 40 { format!("{cleaned}…") } else { cleaned }
 }
 
 impl fmt::Display for Token {
@@ -90,13 +82,8 @@ mod tests {
         for ok in ["a3f2c1", "000000", "ffffff"] {
             assert_eq!(Token::parse(ok).unwrap().as_str(), ok);
         }
-        for bad in [
-            "", "a3f2c", "a3f2c1a", "A3F2C1", "../x", "a3f2g1", "a3f2c\0", "a3/2c1", "ａ3f2c1",
-        ] {
-            assert!(
-                matches!(Token::parse(bad), Err(Error::InvalidToken(_))),
-                "{bad:?}"
-            );
+        for bad in ["", "a3f2c", "a3f2c1a", "A3F2C1", "../x", "a3f2g1", "a3f2c\0", "a3/2c1", "ａ3f2c1"] {
+            assert!(matches!(Token::parse(bad), Err(Error::InvalidToken(_))), "{bad:?}");
         }
     }
 

@@ -1,0 +1,129 @@
+//! Shared test fixtures: a fresh temp home per test, the built binary, the fake agents, and
+//! waiting for a condition with a deadline (never a fixed sleep).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_agentctl");
+
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+pub fn fake_agent() -> String {
+    fixtures().join("fake-agent").to_string_lossy().into_owned()
+}
+
+/// A temp home (removed on drop) and a clean environment for the binary.
+pub struct Home {
+    pub dir: tempfile::TempDir,
+}
+
+/// What one run of the binary printed.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
+            panic!("stdout is not one JSON object ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+        })
+    }
+}
+
+impl Home {
+    pub fn new() -> Home {
+        Home { dir: tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap() }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The binary with this home, an isolated config dir and the fake kiro-cli first on PATH.
+    pub fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        let path = format!("{}:{}", fixtures().join("path").display(), std::env::var("PATH").unwrap_or_default());
+        c.arg("--home")
+            .arg(self.path())
+            .env("PATH", path)
+            .env("XDG_CONFIG_HOME", self.path().join("config"))
+            .env_remove("AGENTCTL_HOME")
+            .env_remove("AGENTCTL_SESSION")
+            .env_remove("AGENTCTL_TOKEN")
+            .stdin(Stdio::null());
+        c
+    }
+
+    /// Run the binary with `args`; assert it exits with `code`.
+    pub fn run(&self, args: &[&str], code: i32) -> Run {
+        let out = self.cmd().args(args).output().unwrap();
+        check(args, out, code)
+    }
+
+    /// `run --async -- fake-agent ARGS…` and return the token.
+    pub fn start(&self, agent_args: &[&str]) -> String {
+        let fake = fake_agent();
+        let mut args = vec!["--json", "run", "--async", "--", &fake];
+        args.extend_from_slice(agent_args);
+        let v = self.run(&args, 0).json();
+        assert_eq!(v["status"], "running", "{v}");
+        v["token"].as_str().unwrap().to_owned()
+    }
+
+    pub fn status(&self, token: &str) -> Value {
+        let out = self.cmd().args(["--json", "status", token]).output().unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The saved record of a task (for pids the CLI does not show).
+    pub fn record(&self, token: &str) -> Value {
+        let bytes = std::fs::read(self.path().join("tasks").join(token).join("record.json")).unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+}
+
+pub fn check(args: &[&str], out: Output, code: i32) -> Run {
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert_eq!(
+        run.code, code,
+        "agentctl {args:?} exited {} (wanted {code})\nstdout:\n{}\nstderr:\n{}",
+        run.code, run.stdout, run.stderr
+    );
+    run
+}
+
+/// Wait until `cond` holds, checking often, failing after `limit` (a hang guard, not a timing claim).
+pub fn wait_until(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let end = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < end, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a process exists and is not a zombie.
+pub fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !matches!(stat.rsplit(')').next().map(|r| r.trim_start().chars().next()), Some(Some('Z'))),
+        Err(_) => false,
+    }
+}
+
+/// Pids written by a fake agent to `file` (space separated), once it has written them.
+pub fn read_pids(file: &Path) -> Vec<i64> {
+    wait_until(Duration::from_secs(20), "the agent to write its pids", || {
+        std::fs::read_to_string(file).is_ok_and(|s| s.ends_with('\n'))
+    });
+    std::fs::read_to_string(file).unwrap().split_whitespace().map(|p| p.parse().unwrap()).collect()
+}

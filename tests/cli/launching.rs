@@ -1,0 +1,136 @@
+//! ask/run: quick answers at once, the hybrid switch, --wait, --async, --sync.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Home, fake_agent};
+
+#[test]
+fn a_quick_task_answers_at_once_with_its_summary() {
+    let h = Home::new();
+    let fake = fake_agent();
+    let t0 = Instant::now();
+    let r = h.run(&["run", "--", &fake, "sleep", "0.2", "all done here"], 0);
+    assert!(t0.elapsed() < Duration::from_secs(8), "should not wait for the 10 s window");
+    assert!(r.stdout.contains("completed"), "{}", r.stdout);
+    assert!(r.stdout.contains("all done here"), "{}", r.stdout);
+
+    let v = h.run(&["--json", "run", "--", &fake, "sleep", "0.2", "quick"], 0).json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["exit_code"], 0);
+    assert_eq!(v["summary"], "quick");
+    assert_eq!(v["timed_out"], false);
+    for field in [
+        "token",
+        "role",
+        "status",
+        "exit_code",
+        "signal",
+        "summary",
+        "line_count",
+        "timed_out",
+        "log_path",
+        "summary_path",
+        "started_at",
+        "ended_at",
+        "elapsed_ms",
+        "error",
+    ] {
+        assert!(v.get(field).is_some(), "missing field {field} in {v}");
+    }
+    assert!(v["elapsed_ms"].as_u64().unwrap() >= 200, "{v}");
+}
+
+#[test]
+fn a_failing_task_exits_1_with_its_exit_code() {
+    let h = Home::new();
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "fail", "3"], 1).json();
+    assert_eq!(v["status"], "failed");
+    assert_eq!(v["exit_code"], 3);
+    assert_eq!(v["summary"], "something went wrong");
+    let r = h.run(&["run", "--", &fake_agent(), "fail", "4"], 1);
+    assert!(r.stdout.contains("failed") && r.stdout.contains("exit 4"), "{}", r.stdout);
+}
+
+#[test]
+fn the_default_ask_hands_back_a_token_after_ten_seconds() {
+    let h = Home::new();
+    let t0 = Instant::now();
+    let r = h.run(&["ask", "reviewer", "sleep 15"], 0);
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_secs(10), "returned after {waited:?}, before the 10 s window");
+    assert!(waited < Duration::from_secs(14), "returned after {waited:?}: not handed back at 10 s");
+    assert!(r.stdout.contains("running"), "{}", r.stdout);
+    let token = r.stdout.split_whitespace().nth(1).unwrap().to_owned();
+    assert!(r.stdout.contains(&format!("await {token}")), "no await hint: {}", r.stdout);
+    assert!(r.stdout.contains(&format!("halt {token}")), "no halt hint: {}", r.stdout);
+    assert_eq!(h.status(&token)["status"], "running");
+    h.run(&["halt", &token, "--grace", "1s"], 0);
+}
+
+#[test]
+fn wait_shortens_the_window_and_async_returns_at_once() {
+    let h = Home::new();
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "ask", "reviewer", "sleep 15", "--wait", "2s"], 0).json();
+    let waited = t0.elapsed();
+    assert!(waited >= Duration::from_secs(2), "returned after {waited:?}");
+    assert!(waited < Duration::from_secs(9), "returned after {waited:?}");
+    assert_eq!(v["status"], "running");
+    assert!(v["message"].as_str().unwrap().contains("await"), "{v}");
+    let slow = v["token"].as_str().unwrap().to_owned();
+
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "ask", "--async", "reviewer", "sleep 15"], 0).json();
+    assert!(t0.elapsed() < Duration::from_secs(2), "--async took {:?}", t0.elapsed());
+    assert_eq!(v["status"], "running");
+    let token = v["token"].as_str().unwrap().to_owned();
+    assert_eq!(token.len(), 6);
+    for t in [&slow, &token] {
+        h.run(&["halt", t, "--grace", "1s"], 0);
+    }
+}
+
+#[test]
+fn sync_waits_for_the_final_result() {
+    let h = Home::new();
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "run", "--sync", "--", &fake_agent(), "sleep", "1.5", "synced"], 0).json();
+    assert!(t0.elapsed() >= Duration::from_millis(1500));
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["summary"], "synced");
+}
+
+#[test]
+fn agent_gets_a_clean_process_state_and_its_environment() {
+    let h = Home::new();
+    let v = h.run(&["--json", "run", "--session", "lead", "--", &fake_agent(), "fds"], 0).json();
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("fds: 0 1 2 \n"), "the agent inherited more than stdio: {log}");
+    assert!(log.contains("SigBlk:\t0000000000000000"), "{log}");
+
+    let r = h.run(&["--json", "run", "--session", "lead", "--", &fake_agent(), "env", "a b", "$(touch x)"], 0);
+    let v = r.json();
+    let token = v["token"].as_str().unwrap();
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("arg: a b\narg: $(touch x)\n"), "{log}");
+    let home = h.path().canonicalize().unwrap();
+    assert!(log.contains(&format!("token={token} session=lead home={}", home.display())), "{log}");
+    let cwd = std::env::current_dir().unwrap();
+    assert!(log.contains(&format!("cwd={}", cwd.display())), "{log}");
+}
+
+#[test]
+fn stdin_of_the_agent_is_dev_null_and_questions_can_come_from_stdin() {
+    let h = Home::new();
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "stdin"], 0).json();
+    assert_eq!(v["summary"], "stdin held []");
+
+    let mut c = h.cmd();
+    c.args(["--json", "ask", "reviewer", "-"]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped());
+    let mut child = c.spawn().unwrap();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(b"question from stdin").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["summary"].as_str().unwrap().contains("[reviewer] question from stdin"), "{v}");
+}

@@ -1,0 +1,93 @@
+//! list, status and logs: what they show, `--follow`, and one JSON object per command.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Home, fake_agent};
+
+#[test]
+fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
+    let h = Home::new();
+    h.run(&["--json", "run", "--role", "builder", "--", &fake_agent(), "sleep", "0", "built"], 0);
+    h.run(&["--json", "ask", "reviewer", "Is this fine?\nSecond line"], 0);
+    let running = h.start(&["sleep", "30"]);
+
+    let r = h.run(&["list"], 0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    for word in ["TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES", "QUESTION"] {
+        assert!(lines[0].contains(word), "{}", lines[0]);
+    }
+    assert!(lines[1].contains("builder") && lines[1].contains("completed") && lines[1].contains("sleep 0 built"));
+    assert!(lines[2].contains("reviewer") && lines[2].contains("completed") && lines[2].contains("Is this fine?…"));
+    assert!(lines[3].contains(&running) && lines[3].contains("running"));
+
+    let v = h.run(&["--json", "list"], 0).json();
+    assert_eq!(v["count"], 3);
+    let tasks = v["tasks"].as_array().unwrap();
+    assert_eq!(tasks[1]["role"], "reviewer");
+    assert_eq!(tasks[1]["question"], "Is this fine?…");
+    assert!(tasks[1]["line_count"].as_u64().unwrap() >= 5);
+    assert!(tasks.iter().all(|t| t["elapsed_ms"].is_u64() && t["status"].is_string()));
+
+    let only = h.run(&["--json", "list", "--status", "running"], 0).json();
+    assert_eq!(only["count"], 1);
+    let r = h.run(&["list", "--status", "sleeping"], 2);
+    assert!(r.stderr.contains("unknown status `sleeping`"), "{}", r.stderr);
+    h.run(&["halt", &running], 0);
+}
+
+#[test]
+fn logs_strip_escapes_unless_raw_and_tail_counts_lines() {
+    let h = Home::new();
+    let v = h.run(&["--json", "ask", "reviewer", "colours?"], 0).json();
+    let token = v["token"].as_str().unwrap();
+    let clean = h.run(&["logs", token], 0).stdout;
+    assert!(!clean.contains('\x1b'), "{clean:?}");
+    assert!(clean.contains("> Final answer: [reviewer] colours?"), "{clean}");
+    let raw = h.run(&["logs", token, "--raw"], 0).stdout;
+    assert!(raw.contains('\x1b'));
+    let tail = h.run(&["logs", token, "--tail", "2"], 0).stdout;
+    assert_eq!(tail, "> Final answer: [reviewer] colours?\nSecond line of the final answer.\n");
+    let j = h.run(&["--json", "logs", token, "--tail", "1"], 0).json();
+    assert_eq!(j["text"], "Second line of the final answer.\n");
+    assert_eq!(j["token"], token);
+}
+
+#[test]
+fn logs_follow_streams_until_the_task_ends() {
+    let h = Home::new();
+    let token = h.start(&["tick", "10", "0.15"]);
+    let t0 = Instant::now();
+    let r = h.run(&["logs", &token, "--follow"], 0);
+    assert!(t0.elapsed() >= Duration::from_millis(900), "follow returned after {:?}", t0.elapsed());
+    let want: Vec<String> = (1..=10).map(|i| format!("tick {i}")).chain(["> ticked 10".to_owned()]).collect();
+    assert_eq!(r.stdout.lines().collect::<Vec<_>>(), want);
+
+    let token = h.start(&["tick", "3", "0.1"]);
+    let r = h.run(&["--json", "logs", &token, "--follow"], 0);
+    let objects: Vec<serde_json::Value> = r.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(objects.len(), 5, "{}", r.stdout);
+    assert_eq!(objects[0]["line"], "tick 1");
+    assert_eq!(objects[4]["status"], "completed");
+}
+
+#[test]
+fn every_command_prints_one_json_object() {
+    let h = Home::new();
+    let token = h.start(&["sleep", "30"]);
+    for args in [
+        vec!["--json", "status", token.as_str()],
+        vec!["--json", "list"],
+        vec!["--json", "logs", token.as_str()],
+        vec!["--json", "status", "zzzzzz"],
+        vec!["--json", "await", token.as_str(), "--timeout", "0.1s"],
+        vec!["--json", "halt", token.as_str()],
+        vec!["--json", "halt", token.as_str()],
+    ] {
+        let out = h.cmd().args(&args).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.lines().count(), 1, "{args:?} printed {text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert!(v.is_object(), "{args:?}: {v}");
+    }
+}

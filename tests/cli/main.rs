@@ -1,0 +1,10 @@
+//! Integration tests: the built `agentctl` binary against real processes and a temp home.
+
+mod common;
+mod halting;
+mod launching;
+mod listing;
+mod load;
+mod survival;
+mod templates;
+mod waiting;

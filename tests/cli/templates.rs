@@ -1,0 +1,100 @@
+//! Roles and templates: the built-in kiro-cli default, agents.toml overrides, missing
+//! commands, questions as one argv element, long questions, and the summary of a kiro-style log.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Home, fake_agent, fixtures};
+
+#[test]
+fn the_builtin_template_runs_kiro_cli_and_the_summary_is_its_last_response() {
+    let h = Home::new();
+    let v = h.run(&["--json", "ask", "reviewer", "Check the diff"], 0).json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["summary"], "Final answer: [reviewer] Check the diff\nSecond line of the final answer.");
+    let on_disk = std::fs::read_to_string(v["summary_path"].as_str().unwrap()).unwrap();
+    assert_eq!(on_disk, v["summary"].as_str().unwrap());
+    let log = std::fs::read(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains(&0x1b), "the log keeps the raw output");
+}
+
+#[test]
+fn without_a_marker_the_summary_is_the_whole_stripped_output() {
+    let h = Home::new();
+    let v = h.run(&["--json", "run", "--", "sh", "-c", "printf '\\033[31mred\\033[0m\\nplain\\rover\\n'"], 0).json();
+    assert_eq!(v["summary"], "red\nover");
+}
+
+#[test]
+fn an_agents_toml_entry_overrides_the_default() {
+    let h = Home::new();
+    let toml =
+        format!("[agents.reviewer]\ncommand = [\"{}\", \"env\", \"{{role}}\", \"{{question}}\"]\n", fake_agent());
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let v = h.run(&["--json", "ask", "reviewer", "it's \"quoted\"; $(rm -rf /) `x` && echo hi"], 0).json();
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("arg: reviewer\narg: it's \"quoted\"; $(rm -rf /) `x` && echo hi\n"), "{log}");
+    // Other roles still use the built-in kiro-cli default.
+    let v = h.run(&["--json", "ask", "tester", "hello"], 0).json();
+    assert!(v["summary"].as_str().unwrap().contains("[tester] hello"), "{v}");
+    // --agents names another file.
+    let other = h.path().join("other.toml");
+    std::fs::write(&other, "[default]\ncommand = [\"sh\", \"-c\", \"echo '> from other'\"]\n").unwrap();
+    let v = h.run(&["--json", "--agents", other.to_str().unwrap(), "ask", "tester", "x"], 0).json();
+    assert_eq!(v["summary"], "from other");
+}
+
+#[test]
+fn a_missing_agent_command_fails_at_once_with_how_to_configure_one() {
+    let h = Home::new();
+    let t0 = Instant::now();
+    let out = h.cmd().env("PATH", "/usr/bin:/bin").args(["ask", "reviewer", "hi"]).output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("`kiro-cli`") && err.contains("agents.toml") && err.contains("[agents.reviewer]"), "{err}");
+    let r = h.run(&["run", "--", "no-such-command-here"], 2);
+    assert!(r.stderr.contains("`no-such-command-here`"), "{}", r.stderr);
+    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0, "a refused ask must not leave a task");
+}
+
+#[test]
+fn long_questions_need_a_question_file_template() {
+    let h = Home::new();
+    let long = "q".repeat(200 * 1024);
+    let mut c = h.cmd();
+    c.args(["ask", "reviewer", "-"]).stdin(std::process::Stdio::piped());
+    let r = with_stdin(c, &long);
+    assert_eq!(r.0, Some(2));
+    assert!(r.2.contains("{question_file}"), "{}", r.2);
+
+    let toml = "[agents.reviewer]\ncommand = [\"sh\", \"-c\", \"echo \\\"> got $(wc -c < \\\"$1\\\") bytes\\\"\", \"sh\", \"{question_file}\"]\n";
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let mut c = h.cmd();
+    c.args(["--json", "ask", "reviewer", "-"]).stdin(std::process::Stdio::piped());
+    let (code, stdout, stderr) = with_stdin(c, &long);
+    assert_eq!(code, Some(0), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(v["summary"], format!("got {} bytes", long.len()));
+}
+
+fn with_stdin(mut c: std::process::Command, input: &str) -> (Option<i32>, String, String) {
+    use std::io::Write;
+    let mut child = c.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[test]
+fn bad_roles_and_durations_are_refused() {
+    let h = Home::new();
+    let r = h.run(&["ask", "../etc", "hi"], 2);
+    assert!(r.stderr.contains("invalid role"), "{}", r.stderr);
+    let r = h.run(&["ask", "reviewer", "hi", "--wait", "soon"], 2);
+    assert!(r.stderr.contains("invalid duration `soon`"), "{}", r.stderr);
+    let bad = h.path().join("bad.toml");
+    std::fs::write(&bad, "[agents.reviewer]\ncomand = []\n").unwrap();
+    let r = h.run(&["--agents", bad.to_str().unwrap(), "ask", "reviewer", "hi"], 2);
+    assert!(r.stderr.contains("is not valid"), "{}", r.stderr);
+    assert!(fixtures().join("demo-agent").exists());
+}

@@ -1,0 +1,78 @@
+//! await: timeouts with a growing line count, and a prompt return once the task ends.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::common::{Home, wait_until};
+
+#[test]
+fn await_times_out_with_124_then_returns_promptly_after_the_end() {
+    let h = Home::new();
+    let token = h.start(&["tick", "40", "0.1"]);
+
+    let t0 = Instant::now();
+    let first = h.run(&["--json", "await", &token, "--timeout", "1s"], 124).json();
+    assert!(t0.elapsed() >= Duration::from_secs(1), "await --timeout 1s returned after {:?}", t0.elapsed());
+    assert_eq!(first["timed_out"], true);
+    assert_eq!(first["status"], "running");
+    assert_eq!(first["message"], "Task still running. Call await again to continue waiting.");
+    let second = h.run(&["--json", "await", &token, "--timeout", "1s"], 124).json();
+    assert!(
+        second["line_count"].as_u64() > first["line_count"].as_u64(),
+        "line_count did not grow: {} then {}",
+        first["line_count"],
+        second["line_count"]
+    );
+    let human = h.run(&["await", &token, "--timeout", "0.3s"], 124);
+    assert!(human.stdout.contains("Task still running. Call await again to continue waiting."), "{}", human.stdout);
+
+    let done = h.run(&["--json", "await", &token, "--timeout", "60s"], 0).json();
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["timed_out"], false);
+    assert_eq!(done["summary"], "ticked 40");
+    assert_eq!(done["line_count"], 41);
+}
+
+#[test]
+fn await_returns_within_moments_of_the_childs_exit() {
+    let h = Home::new();
+    let mut slack = Vec::new();
+    for _ in 0..3 {
+        let stamp = h.path().join("exit-stamp");
+        let _ = std::fs::remove_file(&stamp);
+        let token = h.start(&["stamp", stamp.to_str().unwrap(), "1"]);
+        h.run(&["await", &token], 0);
+        let returned = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128;
+        let exited: i128 = std::fs::read_to_string(&stamp).unwrap().trim().parse().unwrap();
+        slack.push((returned - exited) / 1_000_000);
+    }
+    slack.sort();
+    // The median must be far below any polling period; 500 ms is a loose guard for noisy machines.
+    assert!(slack[1] < 500, "await returned {slack:?} ms after the child exited");
+}
+
+#[test]
+fn a_killed_supervisor_makes_the_task_lost_not_running() {
+    let h = Home::new();
+    let token = h.start(&["sleep", "30"]);
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    let agent = h.record(&token)["started"]["pid"].as_i64().unwrap();
+    let open_fds = || std::fs::read_dir(format!("/proc/{sup}/fd")).map(|d| d.count()).unwrap_or(0);
+    let before = open_fds();
+    let waiter = h
+        .cmd()
+        .args(["--json", "await", &token, "--timeout", "60s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The supervisor accepting the waiter's connection shows as one more open descriptor.
+    wait_until(Duration::from_secs(10), "the waiter to connect", || open_fds() > before);
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    let t0 = Instant::now();
+    let out = waiter.wait_with_output().unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5), "await stayed blocked {:?}", t0.elapsed());
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "lost");
+    assert_eq!(h.status(&token)["status"], "lost");
+    wait_until(Duration::from_secs(5), "the agent to die with its supervisor", || !crate::common::alive(agent));
+}
