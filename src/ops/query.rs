@@ -31,7 +31,8 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
             Ok(rec) => recs.push(rec),
             // Being created right now: not a task yet.
             Err(Error::UnknownToken { .. }) => {}
-            Err(e) => return Err(e),
+            // One damaged task must not hide the others.
+            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
         }
     }
     recs.retain(|r| {

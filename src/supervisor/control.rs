@@ -40,12 +40,35 @@ impl Request {
 /// The reply line.
 pub const DONE: &[u8] = b"done\n";
 
+/// A socket path short enough for `sockaddr_un` (108 bytes). Long paths are reached through
+/// `/proc/self/fd/N/<name>` with N an open handle on the directory, kept alive by the caller.
+pub struct SocketAddr {
+    _dir: Option<std::fs::File>,
+    pub path: std::path::PathBuf,
+}
+
+/// Make `socket` usable for bind/connect whatever the length of its directory's path.
+pub fn socket_addr(socket: &Path) -> io::Result<SocketAddr> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    if socket.as_os_str().len() < 100 {
+        return Ok(SocketAddr { _dir: None, path: socket.to_owned() });
+    }
+    let (Some(dir), Some(name)) = (socket.parent(), socket.file_name()) else {
+        return Ok(SocketAddr { _dir: None, path: socket.to_owned() });
+    };
+    let handle = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH | libc::O_DIRECTORY).open(dir)?;
+    let path = Path::new("/proc/self/fd").join(handle.as_raw_fd().to_string()).join(name);
+    Ok(SocketAddr { _dir: Some(handle), path })
+}
+
 /// An open request to a live supervisor.
 pub struct Pending(BufReader<UnixStream>);
 
 /// Send `req` to the supervisor at `socket`. `Ok(None)` when no supervisor listens there.
 pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
-    let mut stream = match UnixStream::connect(socket).await {
+    let addr = socket_addr(socket)?;
+    let mut stream = match UnixStream::connect(&addr.path).await {
         Ok(s) => s,
         Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
             return Ok(None);

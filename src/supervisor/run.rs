@@ -101,18 +101,19 @@ impl Supervisor {
         let mut rec = store.read_record(token)?;
         let spec = store.read_spec(token)?;
         let socket_path = store.socket_path(token);
-        let listener = UnixListener::bind(&socket_path).ctx(|| {
-            format!("cannot listen on {} (a home path over ~90 bytes is too long for a socket)", socket_path.display())
-        })?;
-        listener.set_nonblocking(true).ctx(|| "cannot set up the control socket".into())?;
+        let listener = match listen(&socket_path) {
+            Ok(l) => l,
+            Err(e) => {
+                refuse_start(&store, &mut rec, format!("cannot listen on {}: {e}", socket_path.display()))?;
+                return Ok(None);
+            }
+        };
 
         let child = match spawn_agent(&store, &rec, &spec) {
             Ok(pid) => pid,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
-                let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(msg.clone()) };
-                store.finish(&mut rec, outcome, None)?;
-                report(&format!("error {msg}"));
+                refuse_start(&store, &mut rec, msg)?;
                 return Ok(None);
             }
         };
@@ -291,7 +292,9 @@ impl Supervisor {
 
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
         let leftovers = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
-        if leftovers > 0 {
+        // After a stop everything was signalled already; only an agent that exited on its own
+        // can be said to have left processes running.
+        if leftovers > 0 && self.stop.is_none() {
             let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
             signal_group(self.child, sig);
             signal_group(self.child, Signal::SIGCONT);
@@ -356,6 +359,14 @@ impl Supervisor {
     }
 }
 
+/// Record that the agent could not be started, then tell the launcher why (the record is
+/// final by the time the launcher returns).
+fn refuse_start(store: &Store, rec: &mut TaskRecord, error: String) -> Result<()> {
+    let saved = store.finish(rec, Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) }, None);
+    report(&format!("error {error}"));
+    saved
+}
+
 /// Reap exited children other than the agent, whose zombie we keep until the end.
 fn reap_others(agent: Pid) {
     for pid in own_children().into_iter().filter(|&p| p != agent) {
@@ -400,6 +411,13 @@ fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> std::result:
         Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
         Err(e) => Err(format!("cannot run `{}`: {e}", spec.argv[0])),
     }
+}
+
+fn listen(path: &Path) -> std::io::Result<UnixListener> {
+    let addr = super::control::socket_addr(path)?;
+    let listener = UnixListener::bind(&addr.path)?;
+    listener.set_nonblocking(true)?;
+    Ok(listener)
 }
 
 fn redirect_stderr(path: &Path) {

@@ -11,24 +11,32 @@ use nix::unistd::Pid;
 /// Reparented orphans land here too, because the supervisor is a child subreaper.
 pub fn own_children() -> Vec<Pid> {
     let me = std::process::id();
-    fs::read_to_string(format!("/proc/{me}/task/{me}/children"))
-        .map(|s| s.split_whitespace().filter_map(|p| p.parse().ok()).map(Pid::from_raw).collect())
-        .unwrap_or_default()
+    match fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+        Ok(s) => s.split_whitespace().filter_map(|p| p.parse().ok()).map(Pid::from_raw).collect(),
+        // Kernels without CONFIG_PROC_CHILDREN: the parent links say the same, more slowly.
+        Err(_) => {
+            parent_links().into_iter().filter(|&(_, pp)| pp == me as i32).map(|(p, _)| Pid::from_raw(p)).collect()
+        }
+    }
 }
 
-/// Every live descendant of `root`, found through `/proc/*/stat` parent links.
-pub fn descendants(root: Pid) -> Vec<Pid> {
-    let mut links: Vec<(i32, i32)> = Vec::new();
+/// (pid, parent pid) of every process.
+fn parent_links() -> Vec<(i32, i32)> {
+    let mut links = Vec::new();
     if let Ok(dir) = fs::read_dir("/proc") {
         for e in dir.flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-                continue;
-            };
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
             if let Some(ppid) = parent_of(pid) {
                 links.push((pid, ppid));
             }
         }
     }
+    links
+}
+
+/// Every live descendant of `root`, found through `/proc/*/stat` parent links.
+pub fn descendants(root: Pid) -> Vec<Pid> {
+    let links = parent_links();
     let mut found = vec![root.as_raw()];
     let mut i = 0;
     while i < found.len() {

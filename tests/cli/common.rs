@@ -19,7 +19,8 @@ pub fn fake_agent() -> String {
 
 /// A temp home (removed on drop) and a clean environment for the binary.
 pub struct Home {
-    pub dir: tempfile::TempDir,
+    _dir: tempfile::TempDir,
+    home: PathBuf,
 }
 
 /// What one run of the binary printed.
@@ -39,11 +40,18 @@ impl Run {
 
 impl Home {
     pub fn new() -> Home {
-        Home { dir: tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap() }
+        Home::under("")
+    }
+
+    /// A home at `sub` inside a fresh temp dir (not created: agentctl creates it).
+    pub fn under(sub: &str) -> Home {
+        let dir = tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap();
+        let home = dir.path().join(sub);
+        Home { _dir: dir, home }
     }
 
     pub fn path(&self) -> &Path {
-        self.dir.path()
+        &self.home
     }
 
     /// The binary with this home, an isolated config dir and the fake kiro-cli first on PATH.

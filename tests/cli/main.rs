@@ -2,6 +2,7 @@
 
 mod common;
 mod halting;
+mod home;
 mod launching;
 mod listing;
 mod load;

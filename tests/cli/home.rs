@@ -1,0 +1,78 @@
+//! The home on disk: permissions, long paths, damaged records, deadlines.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::common::{Home, fake_agent};
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+}
+
+fn walk(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            walk(&p, out);
+        }
+        out.push(p);
+    }
+}
+
+#[test]
+fn the_home_is_private_dirs_0700_files_0600() {
+    let h = Home::under("state/agentctl");
+    let v = h.run(&["--json", "ask", "reviewer", "perms"], 0).json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(mode(h.path()), 0o700);
+    let mut all = Vec::new();
+    walk(h.path(), &mut all);
+    assert!(all.len() >= 8, "{all:?}");
+    for p in all {
+        let m = mode(&p);
+        if p.is_dir() {
+            assert_eq!(m, 0o700, "{} is {m:o}", p.display());
+        } else {
+            assert_eq!(m, 0o600, "{} is {m:o}", p.display());
+        }
+    }
+}
+
+#[test]
+fn a_long_home_path_still_gets_a_working_control_socket() {
+    let h = Home::under(&format!("{}/{}", "x".repeat(90), "y".repeat(60)));
+    assert!(h.path().join("tasks/abcdef/ctl.sock").as_os_str().len() > 108);
+    let token = h.start(&["sleep", "30"]);
+    let w = h.run(&["--json", "await", &token, "--timeout", "0.2s"], 124).json();
+    assert_eq!(w["status"], "running");
+    let halted = h.run(&["--json", "halt", &token], 0).json();
+    assert_eq!(halted["status"], "cancelled");
+}
+
+#[test]
+fn a_damaged_record_does_not_hide_the_other_tasks() {
+    let h = Home::new();
+    let good = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
+    let bad = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
+    let bad_token = bad["token"].as_str().unwrap();
+    std::fs::write(h.path().join("tasks").join(bad_token).join("record.json"), "{ torn").unwrap();
+    let r = h.run(&["--json", "list"], 0);
+    assert_eq!(r.json()["count"], 1);
+    assert_eq!(r.json()["tasks"][0]["token"], good["token"]);
+    assert!(r.stderr.contains(bad_token), "{}", r.stderr);
+    let r = h.run(&["status", bad_token], 70);
+    assert!(r.stderr.contains("damaged"), "{}", r.stderr);
+}
+
+#[test]
+fn a_task_past_its_deadline_is_expired() {
+    let h = Home::new();
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "run", "--sync", "--timeout", "1s", "--", &fake_agent(), "sleep", "30"], 1).json();
+    assert!(t0.elapsed() >= Duration::from_secs(1));
+    assert!(t0.elapsed() < Duration::from_secs(20), "took {:?}", t0.elapsed());
+    assert_eq!(v["status"], "expired");
+    assert_eq!(v["note"], "the task's deadline passed");
+    assert_eq!(v["summary"], "working for 30 s");
+}
