@@ -45,24 +45,10 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
 /// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.
 pub fn read_log(store: &Store, token: Token, tail: Option<usize>, raw: bool, out: &mut dyn Write) -> Result<TaskView> {
     let view = status(store, token)?;
-    let Some(mut file) = open_log(&view)? else {
-        return Ok(view);
-    };
-    let start = match tail {
-        Some(n) => tail_offset(&mut file, n).ctx(|| format!("cannot read {}", view.log_path.display()))?,
-        None => 0,
-    };
-    file.seek(SeekFrom::Start(start)).ctx(|| format!("cannot read {}", view.log_path.display()))?;
-    let mut printer = Printer { raw, pending: Vec::new() };
-    let mut buf = vec![0u8; 256 * 1024];
-    loop {
-        let n = file.read(&mut buf).ctx(|| format!("cannot read {}", view.log_path.display()))?;
-        if n == 0 {
-            break;
-        }
-        printer.feed(&buf[..n], out).ctx(|| "cannot write the log out".into())?;
+    if let Some(mut log) = LogReader::open(&view, tail, raw)? {
+        log.copy_new(out)?;
+        log.finish(out)?;
     }
-    printer.flush(out).ctx(|| "cannot write the log out".into())?;
     Ok(view)
 }
 
@@ -75,45 +61,63 @@ pub async fn follow(
     out: &mut dyn Write,
 ) -> Result<TaskView> {
     let view = status(store, token)?;
-    let Some(mut file) = open_log(&view)? else {
-        return Ok(view);
-    };
-    let what = || format!("cannot read {}", view.log_path.display());
-    let start = match tail {
-        Some(n) => tail_offset(&mut file, n).ctx(what)?,
-        None => 0,
-    };
-    file.seek(SeekFrom::Start(start)).ctx(what)?;
-    let mut printer = Printer { raw, pending: Vec::new() };
-    let mut buf = vec![0u8; 256 * 1024];
+    let Some(mut log) = LogReader::open(&view, tail, raw)? else { return Ok(view) };
     let end = await_task(store, token, None);
     tokio::pin!(end);
-    let mut ended = None;
     loop {
-        loop {
-            let n = file.read(&mut buf).ctx(what)?;
-            if n == 0 {
-                break;
-            }
-            printer.feed(&buf[..n], out).ctx(|| "cannot write the log out".into())?;
-        }
-        out.flush().ctx(|| "cannot write the log out".into())?;
-        if let Some(v) = ended {
-            printer.flush(out).ctx(|| "cannot write the log out".into())?;
-            return v;
-        }
+        log.copy_new(out)?;
+        // New output is picked up every 100 ms; the end itself wakes this at once.
         tokio::select! {
-            v = &mut end => ended = Some(v),
+            v = &mut end => {
+                log.copy_new(out)?;
+                log.finish(out)?;
+                return v;
+            }
             _ = tokio::time::sleep(Duration::from_millis(100)) => {}
         }
     }
 }
 
-fn open_log(view: &TaskView) -> Result<Option<File>> {
-    match File::open(&view.log_path) {
-        Ok(f) => Ok(Some(f)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e).ctx(|| format!("cannot read {}", view.log_path.display())),
+/// A task's log, read from a starting point onwards and printed as it grows.
+struct LogReader {
+    file: File,
+    path: std::path::PathBuf,
+    printer: Printer,
+    buf: Vec<u8>,
+}
+
+impl LogReader {
+    /// Open the log at its last `tail` lines (or its start); `None` if it has been purged.
+    fn open(view: &TaskView, tail: Option<usize>, raw: bool) -> Result<Option<LogReader>> {
+        let path = view.log_path.clone();
+        let mut file = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
+        };
+        let start = match tail {
+            Some(n) => tail_offset(&mut file, n),
+            None => Ok(0),
+        };
+        start.and_then(|at| file.seek(SeekFrom::Start(at))).ctx(|| format!("cannot read {}", path.display()))?;
+        let printer = Printer { raw, pending: Vec::new() };
+        Ok(Some(LogReader { file, path, printer, buf: vec![0u8; 256 * 1024] }))
+    }
+
+    /// Print whatever was written since the last call.
+    fn copy_new(&mut self, out: &mut dyn Write) -> Result<()> {
+        loop {
+            let n = self.file.read(&mut self.buf).ctx(|| format!("cannot read {}", self.path.display()))?;
+            if n == 0 {
+                return out.flush().ctx(|| "cannot write the log out".into());
+            }
+            self.printer.feed(&self.buf[..n], out).ctx(|| "cannot write the log out".into())?;
+        }
+    }
+
+    /// Print a last line that has no newline.
+    fn finish(&mut self, out: &mut dyn Write) -> Result<()> {
+        self.printer.flush(out).ctx(|| "cannot write the log out".into())
     }
 }
 

@@ -1,9 +1,10 @@
 //! The per-task supervisor: `launch` starts it detached, `run` is its life, `control` is how
-//! others talk to it, `unix` holds the process-group and signal details.
+//! others talk to it, `spawn` starts the agent, `unix` holds the process-group and signal details.
 
 pub mod control;
 mod launch;
 mod run;
+mod spawn;
 mod unix;
 
 pub use launch::launch;
