@@ -20,10 +20,12 @@
 //! - [`agents`] reads `agents.toml`
 //! - [`ops`] holds the operations, shared by every front-end
 //! - [`cli`] is the command line
+//! - [`mcp`] is the MCP server, over the same `ops`
 
 pub mod agents;
 pub mod cli;
 pub mod error;
+pub mod mcp;
 pub mod ops;
 pub mod store;
 pub mod summary;

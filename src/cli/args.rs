@@ -38,6 +38,8 @@ pub enum Command {
     Status(TokenArgs),
     /// Print a task's output (escapes stripped unless --raw)
     Logs(LogsArgs),
+    /// Serve MCP (Model Context Protocol) on stdin/stdout
+    Mcp(McpArgs),
     /// Internal: the per-task supervisor (started by ask/run)
     #[command(name = "__supervise", hide = true)]
     Supervise(TokenArgs),
@@ -141,4 +143,11 @@ pub struct LogsArgs {
     /// Keep escape sequences and carriage returns as the agent wrote them
     #[arg(long)]
     pub raw: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Offer the `run` tool, which runs any command (off unless given)
+    #[arg(long)]
+    pub allow_run: bool,
 }

@@ -30,7 +30,12 @@ pub fn main() -> ExitCode {
             (Err(e), _) | (_, Err(e)) => out.error(&e),
         };
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match &cli.command {
+        // The server answers several requests at once; everything else does one thing.
+        Command::Mcp(_) => tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build(),
+        _ => tokio::runtime::Builder::new_current_thread().enable_all().build(),
+    };
+    let runtime = match runtime {
         Ok(rt) => rt,
         Err(e) => {
             return out.error(&Error::Internal(format!("cannot start the async runtime: {e}")));
@@ -93,6 +98,10 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             } else {
                 ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;
             }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Mcp(m) => {
+            crate::mcp::serve(store, m.allow_run).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::ops::TaskView;
+use crate::ops::{TaskView, human_duration};
 use crate::task::{Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
@@ -32,16 +32,6 @@ fn print_json(value: &serde_json::Value) {
     let _ = writeln!(stdout, "{value}");
 }
 
-/// Human-readable duration: 0.2s, 4m05s, 2h03m.
-pub fn duration(ms: u64) -> String {
-    let s = ms / 1000;
-    match s {
-        0..60 => format!("{:.1}s", ms as f64 / 1000.0),
-        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
-        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
 impl Out {
     /// Print a task answer; returns its exit code.
     pub fn task(&self, v: &TaskView) -> ExitCode {
@@ -61,35 +51,10 @@ impl Out {
     }
 
     fn task_text(&self, v: &TaskView, w: &mut dyn Write) -> io::Result<()> {
-        let mut head = format!("task {} ({}) {}", v.token, v.role, v.status);
-        if v.status.is_final() {
-            head.push_str(&format!(" in {}", duration(v.elapsed_ms)));
-            if let Some(c) = v.exit_code {
-                head.push_str(&format!(", exit {c}"));
-            }
-            if let Some(s) = v.signal {
-                head.push_str(&format!(", signal {s}"));
-            }
-            head.push_str(&format!(", {} line(s) of output", v.line_count));
-        }
-        writeln!(w, "{head}")?;
-        for (label, value) in [("error", &v.error), ("note", &v.note)] {
-            if let Some(text) = value {
-                writeln!(w, "{label}: {text}")?;
-            }
-        }
-        writeln!(w, "log: {}", v.log_path.display())?;
-        if v.status.is_final() {
-            if let Some(s) = v.summary.as_deref().filter(|s| !s.is_empty()) {
-                writeln!(w, "\n{s}")?;
-            }
-        } else {
-            if let Some(s) = &v.summary {
-                writeln!(w, "{s}")?;
-            }
-            if v.timed_out {
-                writeln!(w, "{}", crate::ops::STILL_RUNNING)?;
-            }
+        // The CLI shows its own commands instead of the front-end-neutral message.
+        let quiet = TaskView { message: v.message.clone().filter(|_| v.timed_out), ..v.clone() };
+        w.write_all(quiet.text().as_bytes())?;
+        if !v.status.is_final() {
             writeln!(w, "await it: {}", self.command("await", v.token))?;
             writeln!(w, "halt it:  {}", self.command("halt", v.token))?;
         }
@@ -120,7 +85,7 @@ impl Out {
                 v.token,
                 v.role.as_str(),
                 v.status.as_str(),
-                duration(v.elapsed_ms),
+                human_duration(v.elapsed_ms),
                 v.line_count,
                 v.question
             );
@@ -184,18 +149,5 @@ impl Write for JsonLines<'_> {
 
     fn flush(&mut self) -> io::Result<()> {
         self.out.flush()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_well() {
-        assert_eq!(duration(200), "0.2s");
-        assert_eq!(duration(59_900), "59.9s");
-        assert_eq!(duration(245_000), "4m05s");
-        assert_eq!(duration(7_380_000), "2h03m");
     }
 }

@@ -45,9 +45,16 @@ pub struct Launch {
     pub wait: Wait,
 }
 
-/// Start a task and wait as asked. Bad input and commands that cannot start are refused
-/// before (or, for exec errors, as) the task is created.
+/// Start a task and wait as asked: `launch`, then `settle`.
 pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
+    let wait = req.wait;
+    let token = launch(store, req).await?;
+    settle(store, token, wait).await
+}
+
+/// Start a task and return its token once its agent runs. Bad input and commands that cannot
+/// start are refused before (or, for exec errors, as) the task is created.
+pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
     let session = session_of(req.session.as_deref())?;
     let (template, source, question) = match &req.what {
         What::Ask { question, agents_file } => {
@@ -132,8 +139,13 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
     tokio::task::spawn_blocking(move || supervisor::launch(&s, token, lock))
         .await
         .map_err(|e| Error::Internal(format!("launch thread failed: {e}")))??;
+    Ok(token)
+}
 
-    match req.wait {
+/// The hybrid switch: the result if the task ends within the wait, else its token and how to
+/// follow it up.
+pub async fn settle(store: &Store, token: Token, wait: Wait) -> Result<TaskView> {
+    match wait {
         Wait::Async => handed_back(store, token),
         Wait::Sync => await_task(store, token, None).await,
         Wait::For(d) => {

@@ -2,11 +2,13 @@
 //! place where the rules live. The CLI and the MCP server convert types and render.
 
 mod launch;
+mod page;
 mod query;
 mod view;
 mod wait;
 
-pub use launch::{Launch, Wait, What, start};
+pub use launch::{Launch, Wait, What, launch, settle, start};
+pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
 pub use query::{ListFilter, follow, list, read_log, status};
-pub use view::TaskView;
+pub use view::{TaskView, human_duration};
 pub use wait::{DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};

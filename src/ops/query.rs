@@ -122,7 +122,7 @@ impl LogReader {
 }
 
 /// The offset where the last `n` lines of `file` begin (reading backwards from the end).
-fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
+pub(super) fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
     let len = file.seek(SeekFrom::End(0))?;
     if n == 0 {
         return Ok(len);

@@ -11,9 +11,11 @@ use crate::store::{Store, logfile};
 use crate::task::{Role, Status, TaskRecord, Token, unix_ms};
 
 /// What is known about a task, as returned to users.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct TaskView {
+    #[schemars(with = "String")]
     pub token: Token,
+    #[schemars(with = "String")]
     pub role: Role,
     pub status: Status,
     pub exit_code: Option<i32>,
@@ -83,6 +85,50 @@ impl TaskView {
     }
 }
 
+impl TaskView {
+    /// The view as readable text: a headline, error and note, the log path, then the summary
+    /// (or, while running, the progress line and what to do next).
+    pub fn text(&self) -> String {
+        let mut out = format!("task {} ({}) {}", self.token, self.role, self.status);
+        if self.status.is_final() {
+            out.push_str(&format!(" in {}", human_duration(self.elapsed_ms)));
+            if let Some(c) = self.exit_code {
+                out.push_str(&format!(", exit {c}"));
+            }
+            if let Some(s) = self.signal {
+                out.push_str(&format!(", signal {s}"));
+            }
+            out.push_str(&format!(", {} line(s) of output", self.line_count));
+        }
+        out.push('\n');
+        for (label, value) in [("error", &self.error), ("note", &self.note)] {
+            if let Some(text) = value {
+                out.push_str(&format!("{label}: {text}\n"));
+            }
+        }
+        out.push_str(&format!("log: {}\n", self.log_path.display()));
+        match (&self.summary, self.status.is_final()) {
+            (Some(s), true) if !s.is_empty() => out.push_str(&format!("\n{s}\n")),
+            (Some(s), false) => out.push_str(&format!("{s}\n")),
+            _ => {}
+        }
+        if let Some(m) = self.message.as_ref().filter(|_| !self.status.is_final()) {
+            out.push_str(&format!("{m}\n"));
+        }
+        out
+    }
+}
+
+/// Human-readable duration: 0.2s, 4m05s, 2h03m.
+pub fn human_duration(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{:.1}s", ms as f64 / 1000.0),
+        60..3600 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
 /// One line saying how a running task is doing.
 fn progress_line(status: Status, elapsed_ms: u64, lines: u64, last: Option<&str>) -> String {
     let mut s = format!("{status} for {:.1}s, {lines} line(s) of output so far", elapsed_ms as f64 / 1000.0);
@@ -91,4 +137,17 @@ fn progress_line(status: Status, elapsed_ms: u64, lines: u64, last: Option<&str>
         s.push_str(&format!("; last: {short}"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(human_duration(200), "0.2s");
+        assert_eq!(human_duration(59_900), "59.9s");
+        assert_eq!(human_duration(245_000), "4m05s");
+        assert_eq!(human_duration(7_380_000), "2h03m");
+    }
 }

@@ -1,0 +1,154 @@
+//! The tools' typed parameters (their input schemas) and their conversion to `ops` types.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use crate::error::{Error, Result};
+use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
+use crate::task::{Role, Status};
+
+/// The longest one `await` call blocks, whatever it asks for.
+pub const AWAIT_CAP_SECS: f64 = 300.0;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskParams {
+    /// The role to ask, e.g. `reviewer` (letters, digits, `_`, `-`). Its agent command comes
+    /// from agents.toml; without one, kiro-cli runs the role.
+    pub role: String,
+    /// The question or task for the agent.
+    pub question: String,
+    /// Return the token at once instead of waiting for a quick result.
+    #[serde(default, rename = "async")]
+    pub run_async: bool,
+    /// Seconds to wait for the result before handing back a token (default 10).
+    pub wait_secs: Option<f64>,
+    /// Directory the agent runs in (default: the server's).
+    pub cwd: Option<String>,
+    /// Halt the task (status `expired`) once it has run this many seconds.
+    pub timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct RunParams {
+    /// The command and its arguments, run without a shell, e.g. ["make", "test"].
+    pub command: Vec<String>,
+    /// Role name to file the task under (default `run`).
+    pub role: Option<String>,
+    /// Return the token at once instead of waiting for a quick result.
+    #[serde(default, rename = "async")]
+    pub run_async: bool,
+    /// Seconds to wait for the result before handing back a token (default 10).
+    pub wait_secs: Option<f64>,
+    /// Directory the command runs in (default: the server's).
+    pub cwd: Option<String>,
+    /// Halt the task (status `expired`) once it has run this many seconds.
+    pub timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct AwaitParams {
+    /// The task's 6-hex-character token, as returned by ask.
+    pub token: String,
+    /// Seconds to block at most (default 55, at most 300). The task keeps running afterwards.
+    pub timeout_secs: Option<f64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct HaltParams {
+    /// The task's token.
+    pub token: String,
+    /// Seconds between SIGTERM and SIGKILL (default 5).
+    pub grace_secs: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct ListParams {
+    /// Only tasks with this status: starting, running, completed, failed, cancelled, expired, lost.
+    pub status: Option<String>,
+    /// Only tasks of this role.
+    pub role: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct LogsParams {
+    /// The task's token.
+    pub token: String,
+    /// Return the last N lines (default 100, at most 1000). Ignored when `offset` is given.
+    pub tail_lines: Option<u64>,
+    /// Return lines from this 0-based line number on (use `next_offset` of the previous page).
+    pub offset: Option<u64>,
+    /// How many lines from `offset` (default 200, at most 1000).
+    pub limit: Option<u64>,
+    /// Keep escape sequences as the agent wrote them.
+    #[serde(default)]
+    pub raw: bool,
+}
+
+/// Seconds from a client, checked.
+pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
+    Duration::try_from_secs_f64(secs)
+        .map_err(|_| Error::Usage(format!("`{what}` must be a number of seconds, 0 or more; got {secs}")))
+}
+
+fn wait_of(run_async: bool, wait_secs: Option<f64>) -> Result<Wait> {
+    Ok(if run_async { Wait::Async } else { Wait::For(seconds("wait_secs", wait_secs.unwrap_or(10.0))?) })
+}
+
+impl AskParams {
+    /// The launch request this stands for.
+    pub fn into_launch(self) -> Result<Launch> {
+        Ok(Launch {
+            role: Role::parse(&self.role)?,
+            wait: wait_of(self.run_async, self.wait_secs)?,
+            deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
+            what: What::Ask { question: self.question, agents_file: None },
+            cwd: self.cwd.map(PathBuf::from),
+            session: None,
+        })
+    }
+}
+
+impl RunParams {
+    /// The launch request this stands for.
+    pub fn into_launch(self) -> Result<Launch> {
+        if self.command.is_empty() {
+            return Err(Error::Usage("`command` is empty; give the program and its arguments".into()));
+        }
+        Ok(Launch {
+            role: Role::parse(self.role.as_deref().unwrap_or("run"))?,
+            wait: wait_of(self.run_async, self.wait_secs)?,
+            deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
+            what: What::Run { argv: self.command },
+            cwd: self.cwd.map(PathBuf::from),
+            session: None,
+        })
+    }
+}
+
+impl ListParams {
+    /// The filter this stands for.
+    pub fn filter(&self) -> Result<ListFilter> {
+        let status = match self.status.as_deref() {
+            Some(s) => Some(Status::parse(s).ok_or_else(|| {
+                Error::Usage(format!(
+                    "unknown status `{s}`; use starting, running, completed, failed, cancelled, expired or lost"
+                ))
+            })?),
+            None => None,
+        };
+        Ok(ListFilter { status, role: self.role.as_deref().map(Role::parse).transpose()? })
+    }
+}
+
+impl LogsParams {
+    /// The window this asks for.
+    pub fn window(&self) -> Window {
+        match self.offset {
+            Some(offset) => Window::Range { offset, limit: self.limit.unwrap_or(200).min(MAX_PAGE_LINES) },
+            None => Window::Tail(self.tail_lines.unwrap_or(100).min(MAX_PAGE_LINES)),
+        }
+    }
+}

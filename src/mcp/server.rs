@@ -1,0 +1,257 @@
+//! The rmcp server: one tool per operation, each a thin adapter over `ops`, plus progress
+//! notifications and cancellation for the calls that wait.
+
+use std::future::Future;
+use std::time::Duration;
+
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::handler::server::wrapper::Parameters;
+use rmcp::model::{CallToolResult, Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
+use serde::Serialize;
+
+use super::params::{AWAIT_CAP_SECS, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, RunParams, seconds};
+use super::result;
+use crate::error::{Error, Result};
+use crate::ops::{self, LogPage, STILL_RUNNING, TaskView};
+use crate::store::Store;
+use crate::task::{Status, Token};
+
+/// How often a waiting call reports progress to a client that asked for it.
+const PROGRESS_EVERY: Duration = Duration::from_secs(3);
+
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs such as kiro-cli, claude -p, codex exec) as supervised \
+background tasks. Use `ask` with a role and a question: a quick task answers in the call; a slow one returns a \
+6-character token after about 10 s (or at once with async: true) while it keeps running. Then call `await` with \
+the token: it blocks up to 55 s and returns the summary when the task ends; while it says the task is still \
+running, call `await` again. `halt` stops a task and returns its partial output. `list` shows all tasks and \
+`logs` pages through a task's output. Tasks survive this server's restart.";
+
+/// `list`'s structured result.
+#[derive(Serialize, schemars::JsonSchema)]
+struct TaskList {
+    tasks: Vec<TaskView>,
+    count: usize,
+}
+
+/// The MCP server over one home.
+#[derive(Clone)]
+pub struct AgentctlServer {
+    store: Store,
+    tool_router: ToolRouter<AgentctlServer>,
+}
+
+/// Serve MCP on stdin/stdout until the client goes away.
+pub async fn serve(store: Store, allow_run: bool) -> Result<()> {
+    let server = AgentctlServer::new(store, allow_run);
+    let running = server
+        .serve(rmcp::transport::stdio())
+        .await
+        .map_err(|e| Error::Internal(format!("the MCP session could not start: {e}")))?;
+    running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")))?;
+    Ok(())
+}
+
+fn token_of(s: &str) -> std::result::Result<Token, CallToolResult> {
+    Token::parse(s).map_err(|e| result::error(&e))
+}
+
+#[tool_router]
+impl AgentctlServer {
+    fn new(store: Store, allow_run: bool) -> AgentctlServer {
+        let mut tool_router = Self::tool_router();
+        if !allow_run {
+            // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
+            tool_router.remove_route("run");
+        }
+        AgentctlServer { store, tool_router }
+    }
+
+    /// Wait for `work`, sending progress about `token` when the client asked for it; `None` if
+    /// the client cancelled (the task itself is never touched).
+    async fn watch<F>(&self, token: Token, work: F, ctx: &RequestContext<RoleServer>) -> Option<Result<TaskView>>
+    where
+        F: Future<Output = Result<TaskView>>,
+    {
+        let progress_token = ctx.meta.get_progress_token();
+        let started = tokio::time::Instant::now();
+        let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                r = &mut work => return Some(r),
+                _ = ctx.ct.cancelled() => return None,
+                _ = tick.tick(), if progress_token.is_some() => {
+                    let Some(pt) = progress_token.clone() else { continue };
+                    let message = match ops::status(&self.store, token) {
+                        Ok(v) => v.summary.unwrap_or_default(),
+                        Err(e) => e.to_string(),
+                    };
+                    let param = ProgressNotificationParam::new(pt, started.elapsed().as_secs_f64()).with_message(message);
+                    let _ = ctx.peer.notify_progress(param).await;
+                }
+            }
+        }
+    }
+
+    /// Launch, then settle with progress and cancellation.
+    async fn start(&self, launch: Result<ops::Launch>, ctx: RequestContext<RoleServer>) -> CallToolResult {
+        let launch = match launch {
+            Ok(l) => l,
+            Err(e) => return result::error(&e),
+        };
+        let wait = launch.wait;
+        let token = match ops::launch(&self.store, launch).await {
+            Ok(t) => t,
+            Err(e) => return result::error(&e),
+        };
+        match self.watch(token, ops::settle(&self.store, token, wait), &ctx).await {
+            Some(Ok(v)) => result::task(&v, None),
+            Some(Err(e)) => result::error(&e),
+            None => cancelled(token),
+        }
+    }
+
+    #[tool(
+        description = "Ask a role's sub-agent a question. Returns the answer if it finishes within wait_secs \
+                       (default 10), else a token to pass to `await`. async: true returns the token at once.",
+        annotations(title = "Ask a sub-agent", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
+        output_schema = schema_for_output::<TaskView>()
+    )]
+    async fn ask(
+        &self,
+        Parameters(p): Parameters<AskParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        Ok(self.start(p.into_launch(), ctx).await)
+    }
+
+    #[tool(
+        description = "Run any command (argv, no shell) as a supervised task, like `ask` without a role template. \
+                       Enabled by `agentctl mcp --allow-run`.",
+        annotations(title = "Run a command", read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
+        output_schema = schema_for_output::<TaskView>()
+    )]
+    async fn run(
+        &self,
+        Parameters(p): Parameters<RunParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        Ok(self.start(p.into_launch(), ctx).await)
+    }
+
+    #[tool(
+        name = "await",
+        description = "Wait for a task to end, up to timeout_secs (default 55, at most 300). Returns its status, \
+                       line count and, once it has ended, its summary. If it says the task is still running, \
+                       call await again.",
+        annotations(title = "Await a task", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<TaskView>()
+    )]
+    async fn await_task(
+        &self,
+        Parameters(p): Parameters<AwaitParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        let token = match token_of(&p.token) {
+            Ok(t) => t,
+            Err(r) => return Ok(r),
+        };
+        let limit = match seconds("timeout_secs", p.timeout_secs.unwrap_or(55.0).min(AWAIT_CAP_SECS)) {
+            Ok(d) => d,
+            Err(e) => return Ok(result::error(&e)),
+        };
+        Ok(match self.watch(token, ops::await_task(&self.store, token, Some(limit)), &ctx).await {
+            Some(Ok(v)) => result::task(&v, None),
+            Some(Err(e)) => result::error(&e),
+            None => cancelled(token),
+        })
+    }
+
+    #[tool(
+        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5). Returns \
+                       its partial summary. A task that already ended is left as it is.",
+        annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<TaskView>()
+    )]
+    async fn halt(&self, Parameters(p): Parameters<HaltParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        let token = match token_of(&p.token) {
+            Ok(t) => t,
+            Err(r) => return Ok(r),
+        };
+        let grace = match seconds("grace_secs", p.grace_secs.unwrap_or(5.0)) {
+            Ok(d) => d,
+            Err(e) => return Ok(result::error(&e)),
+        };
+        Ok(match ops::halt(&self.store, token, grace, false).await {
+            Ok(v) => result::task(&v, Some(Status::Cancelled)),
+            Err(e) => result::error(&e),
+        })
+    }
+
+    #[tool(
+        description = "List tasks (oldest first) with role, status, elapsed time, log lines and question preview. \
+                       Optional filters: status, role.",
+        annotations(title = "List tasks", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<TaskList>()
+    )]
+    async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        let listed = p.filter().and_then(|f| ops::list(&self.store, &f));
+        Ok(match listed {
+            Ok(tasks) => {
+                let text = tasks
+                    .iter()
+                    .map(|v| format!("{} {} {} {} lines: {}", v.token, v.role, v.status, v.line_count, v.question))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                let text = if text.is_empty() { "no tasks".to_owned() } else { text };
+                result::structured(&TaskList { count: tasks.len(), tasks }, text, false)
+            }
+            Err(e) => result::error(&e),
+        })
+    }
+
+    #[tool(
+        description = "Read a task's output one page at a time (escape codes stripped): the last tail_lines \
+                       (default 100), or `limit` lines from `offset`. Pages never exceed 1000 lines or 64 KiB; \
+                       follow next_offset for more.",
+        annotations(title = "Read a task's log", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<LogPage>()
+    )]
+    async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        let token = match token_of(&p.token) {
+            Ok(t) => t,
+            Err(r) => return Ok(r),
+        };
+        Ok(match ops::log_page(&self.store, token, p.window(), p.raw) {
+            Ok(page) => {
+                let mut text = page.lines.join("\n");
+                if let Some(next) = page.next_offset {
+                    text.push_str(&format!(
+                        "\n[lines {}-{} of {}; next page: offset {next}]",
+                        page.offset, next, page.line_count
+                    ));
+                }
+                result::structured(&page, text, false)
+            }
+            Err(e) => result::error(&e),
+        })
+    }
+}
+
+/// The answer to a call the client cancelled (clients normally discard it).
+fn cancelled(token: Token) -> CallToolResult {
+    let e = Error::Usage(format!("the wait was cancelled; task {token} keeps running. {STILL_RUNNING}"));
+    result::error(&e)
+}
+
+#[tool_handler(router = self.tool_router)]
+impl ServerHandler for AgentctlServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("agentctl", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+}
