@@ -38,6 +38,12 @@ pub enum Command {
     Status(TokenArgs),
     /// Print a task's output (escapes stripped unless --raw)
     Logs(LogsArgs),
+    /// Wait for the next event of a session: a task finishing, or a message or question from one
+    Wait(WaitEventArgs),
+    /// Post a message (or a question) from inside a task to the session it reports to
+    Notify(NotifyArgs),
+    /// Show the events of a session (or all) without consuming them
+    Events(EventsArgs),
     /// Serve MCP (Model Context Protocol) on stdin/stdout
     Mcp(McpArgs),
     /// Internal: the per-task supervisor (started by ask/run)
@@ -150,4 +156,39 @@ pub struct McpArgs {
     /// Offer the `run` tool, which runs any command (off unless given)
     #[arg(long)]
     pub allow_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct WaitEventArgs {
+    /// Session to wait on [default: the enclosing task's token inside a task, else $AGENTCTL_SESSION, else `default`]
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Only these event types, comma-separated: task_finished, message, question
+    #[arg(long, value_name = "TYPES")]
+    pub types: Option<String>,
+    /// Give up after D and print a `timeout` event
+    #[arg(long, value_name = "D", default_value = "55s")]
+    pub timeout: String,
+}
+
+#[derive(Debug, Args)]
+pub struct NotifyArgs {
+    /// What to tell the session's lead
+    pub message: String,
+    /// Post it as a question (waiters can filter on `question`)
+    #[arg(long)]
+    pub question: bool,
+    /// Post to this session [default: the session of the task this runs in]
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct EventsArgs {
+    /// Only this session's events
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Keep printing new events as they come
+    #[arg(long, short)]
+    pub follow: bool,
 }

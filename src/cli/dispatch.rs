@@ -11,7 +11,7 @@ use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, Launch, ListFilter, TaskView, Wait, What};
 use crate::store::{Store, resolve_home};
-use crate::task::{Role, Status, Token, parse_duration};
+use crate::task::{EventKind, Role, Status, Token, parse_duration};
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
@@ -97,6 +97,31 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
             } else {
                 ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Wait(w) => {
+            let session = ops::session_of(w.session.as_deref())?;
+            let kinds = match &w.types {
+                Some(t) => EventKind::parse_list(t)?,
+                None => Vec::new(),
+            };
+            let event = ops::wait_event(&store, &session, &kinds, parse_duration(&w.timeout)?).await?;
+            Ok(out.event(&event))
+        }
+        Command::Notify(n) => {
+            let event = ops::notify(&store, n.session.as_deref(), n.question, &n.message)?;
+            out.event(&event);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Events(e) => {
+            if let Some(s) = &e.session {
+                ops::session_of(Some(s))?;
+            }
+            if e.follow {
+                ops::follow_events(&store, e.session.as_deref(), |ev| out.logged_event(ev)).await?;
+            } else {
+                out.events(&ops::read_events(&store, e.session.as_deref())?);
             }
             Ok(ExitCode::SUCCESS)
         }

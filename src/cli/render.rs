@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::ops::{TaskView, human_duration};
-use crate::task::{Status, Token};
+use crate::ops::{LoggedEvent, TaskView, human_duration};
+use crate::task::{Event, EventKind, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
 pub struct Out {
@@ -89,6 +89,40 @@ impl Out {
                 v.line_count,
                 v.question
             );
+        }
+    }
+
+    /// Print an event a wait returned (or a notify posted); a `timeout` exits 124.
+    pub fn event(&self, e: &Event) -> ExitCode {
+        if self.json {
+            print_json(&serde_json::to_value(e).unwrap_or_default());
+        } else {
+            let _ = writeln!(io::stdout().lock(), "{}", e.describe());
+        }
+        ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 })
+    }
+
+    /// Print one event of a followed log (one JSON object per line with --json).
+    pub fn logged_event(&self, e: &LoggedEvent) -> io::Result<()> {
+        let mut w = io::stdout().lock();
+        if self.json {
+            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
+        } else {
+            writeln!(w, "{}{}", e.event.describe(), if e.consumed { " (consumed)" } else { "" })?;
+        }
+        w.flush()
+    }
+
+    /// Print the events of a log.
+    pub fn events(&self, events: &[LoggedEvent]) {
+        if self.json {
+            print_json(&json!({ "events": events, "count": events.len() }));
+        } else if events.is_empty() {
+            let _ = writeln!(io::stdout().lock(), "no events");
+        } else {
+            for e in events {
+                let _ = self.logged_event(e);
+            }
         }
     }
 

@@ -5,6 +5,7 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::events::session_of;
 use super::view::TaskView;
 use super::wait::{DEFAULT_GRACE, await_task};
 use crate::agents::Agents;
@@ -162,20 +163,6 @@ fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
         "Task {token} is running in the background. Await it to get its result (await blocks up to 55 s; call it again to keep waiting), or halt it to stop it."
     ));
     Ok(v)
-}
-
-/// `--session`, else `AGENTCTL_SESSION`, else the enclosing task's token, else `default`.
-fn session_of(flag: Option<&str>) -> Result<String> {
-    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-    let s = flag
-        .map(str::to_owned)
-        .or_else(|| env("AGENTCTL_SESSION"))
-        .or_else(|| env("AGENTCTL_TOKEN"))
-        .unwrap_or_else(|| "default".into());
-    Role::parse(&s).map_err(|_| {
-        Error::Usage(format!("invalid session `{s}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`"))
-    })?;
-    Ok(s)
 }
 
 /// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.

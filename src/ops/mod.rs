@@ -1,12 +1,14 @@
 //! The operations both front-ends offer (ask, run, await, halt, status, list, logs): the only
 //! place where the rules live. The CLI and the MCP server convert types and render.
 
+mod events;
 mod launch;
 mod page;
 mod query;
 mod view;
 mod wait;
 
+pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
 pub use launch::{Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
 pub use query::{ListFilter, follow, list, read_log, status};

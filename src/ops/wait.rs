@@ -6,7 +6,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 
 use super::view::TaskView;
 use crate::error::{Error, Result};
-use crate::store::{Store, TaskLock};
+use crate::store::{FileLock, Store};
 use crate::supervisor::control::{self, Request};
 use crate::task::{Outcome, Status, TaskRecord, Token};
 
@@ -26,7 +26,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         return Ok(rec);
     }
     // The supervisor holds this lock for its whole life: getting it means it is gone.
-    let Some(_lock) = TaskLock::try_take(&store.lock_path(token))? else {
+    let Some(_lock) = FileLock::try_take(&store.lock_path(token))? else {
         return Ok(rec);
     };
     let mut rec = store.read_record(token)?;

@@ -1,12 +1,14 @@
-//! The home on disk: where each file lives, atomic records, per-task locks, log reading.
+//! The home on disk: where each file lives, atomic records, locks, logs, the event log.
 
 mod atomic;
+mod events;
 mod home;
 mod lock;
 pub mod logfile;
 mod tasks;
 
 pub use atomic::write_atomic;
+pub use events::EventLog;
 pub use home::resolve_home;
-pub use lock::TaskLock;
+pub use lock::FileLock;
 pub use tasks::Store;

@@ -16,9 +16,9 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::{TaskLock, write_atomic};
+use super::{EventLog, FileLock, write_atomic};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Ended, Outcome, Role, TaskRecord, TaskSpec, Token, unix_ms};
+use crate::task::{Ended, Event, EventKind, Outcome, Role, TaskRecord, TaskSpec, Token, summary_preview, unix_ms};
 
 /// A home directory, created 0700, with absolute paths.
 #[derive(Clone, Debug)]
@@ -34,6 +34,7 @@ impl Store {
     /// Open (creating if needed) the home at `home`.
     pub fn open(home: &Path) -> Result<Store> {
         mkdir_0700(&home.join("tasks"))?;
+        mkdir_0700(&home.join("events"))?;
         let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
         Ok(Store { home })
     }
@@ -46,6 +47,11 @@ impl Store {
     /// `tasks/<token>/`: the record, spec, lock and control socket of one task.
     pub fn task_dir(&self, t: Token) -> PathBuf {
         self.home.join("tasks").join(t.as_str())
+    }
+
+    /// The home's event log.
+    pub fn events(&self) -> EventLog {
+        EventLog::new(self.home.join("events"))
     }
 
     /// The task's lock file.
@@ -78,14 +84,14 @@ impl Store {
     }
 
     /// Create a task with a fresh unique token and take its lock.
-    pub fn create_task(&self, role: &Role) -> Result<(Token, TaskLock)> {
+    pub fn create_task(&self, role: &Role) -> Result<(Token, FileLock)> {
         mkdir_0700(&self.history_dir(role))?;
         for _ in 0..1000 {
             let t = Token::random();
             let dir = self.task_dir(t);
             match DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
-                    let lock = TaskLock::try_take(&self.lock_path(t))?
+                    let lock = FileLock::try_take(&self.lock_path(t))?
                         .ok_or_else(|| Error::Internal(format!("fresh task {t} was locked by someone else")))?;
                     return Ok((t, lock));
                 }
@@ -134,8 +140,8 @@ impl Store {
             .map_err(|e| Error::Internal(format!("{} is damaged ({e}); remove that task's directory", path.display())))
     }
 
-    /// Record the end of a task: its summary file, then its final record. The caller holds the
-    /// task's lock, so the first end recorded is the only one.
+    /// Record the end of a task: its summary file, its final record, then its `task_finished`
+    /// event. The caller holds the task's lock, so the first end recorded is the only one.
     pub fn finish(&self, rec: &mut TaskRecord, outcome: Outcome, note: Option<String>) -> Result<()> {
         if rec.ended.is_some() {
             return Ok(());
@@ -152,8 +158,17 @@ impl Store {
         if let Err(e) = write_atomic(&self.summary_path(&rec.role, rec.token), summary.as_bytes()) {
             note = Some(format!("{}{e}", note.map(|n| n + "; ").unwrap_or_default()));
         }
+        let exit_code = outcome.exit_code();
         rec.ended = Some(Ended { outcome, at_ms: unix_ms(std::time::SystemTime::now()), line_count, note });
-        self.write_record(rec)
+        self.write_record(rec)?;
+        // The event comes after the final record, so whoever it wakes reads the end.
+        let mut event = Event::new(EventKind::TaskFinished, &rec.session);
+        event.token = Some(rec.token);
+        event.role = Some(rec.role.clone());
+        event.status = Some(rec.status());
+        event.exit_code = exit_code;
+        event.summary = Some(summary_preview(&summary));
+        self.events().append(event).map(drop)
     }
 
     /// Every task token in the home, sorted.

@@ -6,14 +6,14 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
 use crate::error::{Error, IoContext, Result};
-use crate::store::{Store, TaskLock};
+use crate::store::{FileLock, Store};
 use crate::task::Token;
 
 /// The descriptor on which the supervisor finds its (already held) lock.
 pub(super) const LOCK_FD: i32 = 3;
 
 /// Start the supervisor of `token`, handing it `lock`. Returns the agent's pid once it runs.
-pub fn launch(store: &Store, token: Token, lock: TaskLock) -> Result<i32> {
+pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
     let exe = if cfg!(target_os = "linux") {
         // Works even when the binary was replaced on disk since this process started.
         std::path::PathBuf::from("/proc/self/exe")

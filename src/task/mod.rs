@@ -1,6 +1,7 @@
 //! The pure domain: validated names, what a task is asked to run, and the states it goes through.
 
 mod duration;
+mod event;
 mod outcome;
 mod record;
 mod role;
@@ -9,9 +10,10 @@ mod template;
 mod token;
 
 pub use duration::parse_duration;
+pub use event::{Event, EventKind, summary_preview};
 pub use outcome::{Outcome, Status, StopReason};
 pub use record::{Ended, Started, TaskRecord, one_line_preview, unix_ms};
 pub use role::Role;
 pub use spec::TaskSpec;
 pub use template::{ARG_MAX_ELEMENT, Template, Vars};
-pub use token::Token;
+pub use token::{Token, input_preview};

@@ -43,7 +43,7 @@ impl Token {
 }
 
 /// Echo bad input back without flooding the terminal or smuggling control characters.
-pub(crate) fn input_preview(s: &str) -> String {
+pub fn input_preview(s: &str) -> String {
     let cleaned: String = s.chars().take(40).map(|c| if c.is_control() { '?' } else { c }).collect();
     if s.chars().count() > 40 { format!("{cleaned}…") } else { cleaned }
 }

@@ -57,7 +57,14 @@ impl Home {
     /// The binary with this home, an isolated config dir and the fake kiro-cli first on PATH.
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(BIN);
-        let path = format!("{}:{}", fixtures().join("path").display(), std::env::var("PATH").unwrap_or_default());
+        // The fake kiro-cli first; then agentctl itself, for agents that call it.
+        let bin_dir = Path::new(BIN).parent().unwrap();
+        let path = format!(
+            "{}:{}:{}",
+            fixtures().join("path").display(),
+            bin_dir.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
         c.arg("--home")
             .arg(self.path())
             .env("PATH", path)

@@ -1,0 +1,191 @@
+//! Events: wait for whatever finishes first, messages and questions from tasks, sessions.
+
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+
+use crate::common::{Home, fake_agent};
+
+fn now_ns() -> i128 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as i128
+}
+
+fn spawn_wait(h: &Home, args: &[&str]) -> Child {
+    h.cmd().arg("--json").arg("wait").args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn finish(child: Child) -> (i32, Value) {
+    let out = child.wait_with_output().unwrap();
+    let v =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (out.status.code().unwrap_or(-1), v)
+}
+
+#[test]
+fn waits_return_tasks_in_the_order_they_finish_then_time_out() {
+    let h = Home::new();
+    let fake = fake_agent();
+    let mut stamps = Vec::new();
+    for secs in ["3", "1", "2"] {
+        let stamp = h.path().join(format!("stamp{secs}"));
+        let v = h
+            .run(
+                &["--json", "run", "--async", "--session", "s1", "--", &fake, "stamp", stamp.to_str().unwrap(), secs],
+                0,
+            )
+            .json();
+        stamps.push((secs, v["token"].as_str().unwrap().to_owned(), stamp));
+    }
+    let mut slack = Vec::new();
+    for want in ["1", "2", "3"] {
+        let v = h.run(&["--json", "wait", "--session", "s1", "--timeout", "30s"], 0).json();
+        let returned = now_ns();
+        let (_, token, stamp) = stamps.iter().find(|(s, _, _)| *s == want).unwrap();
+        assert_eq!(v["type"], "task_finished");
+        assert_eq!(v["token"], token.as_str(), "expected the {want} s task");
+        assert_eq!(v["status"], "completed");
+        assert_eq!(v["summary"], "stamped");
+        assert_eq!(v["session"], "s1");
+        let exited: i128 = std::fs::read_to_string(stamp).unwrap().trim().parse().unwrap();
+        slack.push((returned - exited) / 1_000_000);
+    }
+    slack.sort();
+    assert!(slack[1] < 500, "wait returned {slack:?} ms after the tasks ended");
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "wait", "--session", "s1", "--timeout", "1s"], 124).json();
+    assert!(t0.elapsed() >= Duration::from_secs(1));
+    assert_eq!(v["type"], "timeout");
+}
+
+#[test]
+fn a_question_wakes_its_waiter_and_leaves_the_other_waiter_alone() {
+    let h = Home::new();
+    let finished = spawn_wait(&h, &["--session", "lead", "--types", "task_finished", "--timeout", "30s"]);
+    let asked = spawn_wait(&h, &["--session", "lead", "--types", "question", "--timeout", "30s"]);
+    let v = h
+        .run(
+            &["--json", "run", "--async", "--session", "lead", "--", &fake_agent(), "question", "which branch?", "1"],
+            0,
+        )
+        .json();
+    let token = v["token"].as_str().unwrap();
+
+    let (code, q) = finish(asked);
+    assert_eq!(code, 0, "{q}");
+    assert_eq!(q["type"], "question");
+    assert_eq!(q["text"], "which branch?");
+    assert_eq!(q["token"], token);
+    let (code, f) = finish(finished);
+    assert_eq!(code, 0, "{f}");
+    assert_eq!(f["type"], "task_finished");
+    assert_eq!(f["token"], token);
+    assert_eq!(f["summary"], "asked: which branch?");
+    // Both were consumed exactly once.
+    h.run(&["--json", "wait", "--session", "lead", "--timeout", "0.2s"], 124);
+}
+
+#[test]
+fn events_wait_for_the_next_waiter_in_order_and_once_each() {
+    let h = Home::new();
+    let fake = fake_agent();
+    let mut tokens = Vec::new();
+    for i in 0..2 {
+        let v = h
+            .run(&["--json", "run", "--sync", "--session", "later", "--", &fake, "sleep", "0", &format!("n{i}")], 0)
+            .json();
+        tokens.push(v["token"].as_str().unwrap().to_owned());
+    }
+    h.run(&["--json", "run", "--session", "later", "--", &fake, "message", "progress report"], 0);
+    // Nobody was waiting; each event is still there, in order, for the next waiters.
+    let all = h.run(&["--json", "events", "--session", "later"], 0).json();
+    assert_eq!(all["count"], 4);
+    assert!(all["events"].as_array().unwrap().iter().all(|e| e["consumed"] == false));
+    let a = h.run(&["--json", "wait", "--session", "later"], 0).json();
+    let b = h.run(&["--json", "wait", "--session", "later"], 0).json();
+    assert_eq!([a["token"].as_str().unwrap(), b["token"].as_str().unwrap()], [tokens[0].as_str(), tokens[1].as_str()]);
+    let m = h.run(&["--json", "wait", "--session", "later", "--types", "message"], 0).json();
+    assert_eq!(m["text"], "progress report");
+    let rest =
+        h.run(&["--json", "wait", "--session", "later", "--types", "task_finished", "--timeout", "5s"], 0).json();
+    assert_eq!(rest["summary"], "told: progress report");
+    h.run(&["--json", "wait", "--session", "later", "--timeout", "0.2s"], 124);
+    let all = h.run(&["--json", "events", "--session", "later"], 0).json();
+    assert!(all["events"].as_array().unwrap().iter().all(|e| e["consumed"] == true));
+}
+
+#[test]
+fn two_waiters_share_four_events_without_duplicates_or_losses() {
+    let h = Home::new();
+    let fake = fake_agent();
+    for round in 0..5 {
+        let session = format!("r{round}");
+        let (mut delivered, mut started) = std::thread::scope(|scope| {
+            let waiters: Vec<_> = (0..2)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut got = Vec::new();
+                        loop {
+                            let out = h
+                                .cmd()
+                                .args(["--json", "wait", "--session", &session, "--timeout", "2s"])
+                                .output()
+                                .unwrap();
+                            let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+                            if v["type"] == "timeout" {
+                                return got;
+                            }
+                            got.push(v["token"].as_str().unwrap().to_owned());
+                        }
+                    })
+                })
+                .collect();
+            let started: Vec<String> = (0..4)
+                .map(|_| {
+                    let v = h
+                        .run(&["--json", "run", "--async", "--session", &session, "--", &fake, "sleep", "0.3"], 0)
+                        .json();
+                    v["token"].as_str().unwrap().to_owned()
+                })
+                .collect();
+            let delivered: Vec<String> = waiters.into_iter().flat_map(|w| w.join().unwrap()).collect();
+            (delivered, started)
+        });
+        delivered.sort();
+        started.sort();
+        assert_eq!(delivered, started, "round {round}: every event exactly once");
+    }
+}
+
+#[test]
+fn sessions_do_not_leak() {
+    let h = Home::new();
+    h.run(&["--json", "run", "--sync", "--session", "b", "--", &fake_agent(), "sleep", "0"], 0);
+    let v = h.run(&["--json", "wait", "--session", "a", "--timeout", "0.5s"], 124).json();
+    assert_eq!(v["type"], "timeout");
+    assert_eq!(v["session"], "a");
+    let v = h.run(&["--json", "wait", "--session", "b", "--timeout", "5s"], 0).json();
+    assert_eq!(v["session"], "b");
+    let r = h.run(&["wait", "--session", "../x"], 2);
+    assert!(r.stderr.contains("invalid session"), "{}", r.stderr);
+}
+
+#[test]
+fn notify_needs_a_task_or_a_session_and_tasks_report_their_subtasks_to_themselves() {
+    let h = Home::new();
+    let r = h.run(&["notify", "hello"], 2);
+    assert!(r.stderr.contains("--session"), "{}", r.stderr);
+    let v = h.run(&["--json", "notify", "--session", "ops", "--question", "deploy?"], 0).json();
+    assert_eq!(
+        (v["type"].as_str(), v["session"].as_str(), v["token"].is_null()),
+        (Some("question"), Some("ops"), true)
+    );
+
+    // A task's own sub-tasks report to the session named after it.
+    let parent = h.run(&["--json", "run", "--sync", "--", &fake_agent(), "spawn", "0"], 0).json();
+    let parent_token = parent["token"].as_str().unwrap();
+    let sub = h.run(&["--json", "wait", "--session", parent_token, "--timeout", "20s"], 0).json();
+    assert_eq!(sub["summary"], "sub-task done");
+    let mine = h.run(&["--json", "wait", "--session", "default", "--timeout", "5s"], 0).json();
+    assert_eq!(mine["token"], parent_token);
+}
