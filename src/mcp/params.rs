@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
-use crate::task::{Role, Status};
+use crate::task::{EventKind, Role, Status};
 
 /// The longest one `await` call blocks, whatever it asks for.
 pub const AWAIT_CAP_SECS: f64 = 300.0;
@@ -29,6 +29,8 @@ pub struct AskParams {
     pub cwd: Option<String>,
     /// Halt the task (status `expired`) once it has run this many seconds.
     pub timeout_secs: Option<f64>,
+    /// Session the task reports to when it ends (see wait_for_event; default: the server's).
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,6 +48,8 @@ pub struct RunParams {
     pub cwd: Option<String>,
     /// Halt the task (status `expired`) once it has run this many seconds.
     pub timeout_secs: Option<f64>,
+    /// Session the task reports to when it ends (see wait_for_event; default: the server's).
+    pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -87,6 +91,34 @@ pub struct LogsParams {
     pub raw: bool,
 }
 
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct WaitForEventParams {
+    /// Only these event types: task_finished, message, question (default: any).
+    pub types: Option<Vec<String>>,
+    /// Seconds to block at most (default 55, at most 300); then a `timeout` event comes back.
+    pub timeout_secs: Option<f64>,
+    /// Session to wait on (default: the server's, `default` unless AGENTCTL_SESSION is set).
+    pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct NotifyParams {
+    /// What to tell the session's waiter.
+    pub message: String,
+    /// Post it as a question (waiters can filter on `question`).
+    #[serde(default)]
+    pub question: bool,
+    /// Session to post to (default: the server's).
+    pub session: Option<String>,
+}
+
+impl WaitForEventParams {
+    /// The event types asked for (empty: any).
+    pub fn kinds(&self) -> Result<Vec<EventKind>> {
+        EventKind::parse_list(&self.types.as_deref().unwrap_or_default().join(","))
+    }
+}
+
 /// Seconds from a client, checked.
 pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(secs)
@@ -106,7 +138,7 @@ impl AskParams {
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             what: What::Ask { question: self.question, agents_file: None },
             cwd: self.cwd.map(PathBuf::from),
-            session: None,
+            session: self.session,
         })
     }
 }
@@ -123,7 +155,7 @@ impl RunParams {
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             what: What::Run { argv: self.command },
             cwd: self.cwd.map(PathBuf::from),
-            session: None,
+            session: self.session,
         })
     }
 }

@@ -12,12 +12,15 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler, tool_router};
 use serde::Serialize;
 
-use super::params::{AWAIT_CAP_SECS, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, RunParams, seconds};
+use super::params::{
+    AWAIT_CAP_SECS, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, NotifyParams, RunParams,
+    WaitForEventParams, seconds,
+};
 use super::result;
 use crate::error::{Error, Result};
 use crate::ops::{self, LogPage, STILL_RUNNING, TaskView};
 use crate::store::Store;
-use crate::task::{Status, Token};
+use crate::task::{Event, Status, Token};
 
 /// How often a waiting call reports progress to a client that asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
@@ -61,7 +64,7 @@ fn token_of(s: &str) -> std::result::Result<Token, CallToolResult> {
 #[tool_router]
 impl AgentctlServer {
     fn new(store: Store, allow_run: bool) -> AgentctlServer {
-        let mut tool_router = Self::tool_router();
+        let mut tool_router = Self::tool_router() + Self::events_router();
         if !allow_run {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");
@@ -69,12 +72,15 @@ impl AgentctlServer {
         AgentctlServer { store, tool_router }
     }
 
-    /// Wait for `work`, sending progress about `token` when the client asked for it; `None` if
-    /// the client cancelled (the task itself is never touched).
-    async fn watch<F>(&self, token: Token, work: F, ctx: &RequestContext<RoleServer>) -> Option<Result<TaskView>>
-    where
-        F: Future<Output = Result<TaskView>>,
-    {
+    /// Wait for `work`, sending `progress()` as a progress notification every few seconds when
+    /// the client asked for them; `None` if the client cancelled (the work's subject, a task or
+    /// an event, is never touched: dropping `work` only stops waiting).
+    async fn watch<T>(
+        &self,
+        work: impl Future<Output = T>,
+        ctx: &RequestContext<RoleServer>,
+        progress: impl Fn() -> String,
+    ) -> Option<T> {
         let progress_token = ctx.meta.get_progress_token();
         let started = tokio::time::Instant::now();
         let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
@@ -85,14 +91,18 @@ impl AgentctlServer {
                 _ = ctx.ct.cancelled() => return None,
                 _ = tick.tick(), if progress_token.is_some() => {
                     let Some(pt) = progress_token.clone() else { continue };
-                    let message = match ops::status(&self.store, token) {
-                        Ok(v) => v.summary.unwrap_or_default(),
-                        Err(e) => e.to_string(),
-                    };
-                    let param = ProgressNotificationParam::new(pt, started.elapsed().as_secs_f64()).with_message(message);
+                    let param = ProgressNotificationParam::new(pt, started.elapsed().as_secs_f64()).with_message(progress());
                     let _ = ctx.peer.notify_progress(param).await;
                 }
             }
+        }
+    }
+
+    /// How a task is doing, for progress notifications.
+    fn task_progress(&self, token: Token) -> String {
+        match ops::status(&self.store, token) {
+            Ok(v) => v.summary.unwrap_or_default(),
+            Err(e) => e.to_string(),
         }
     }
 
@@ -107,7 +117,7 @@ impl AgentctlServer {
             Ok(t) => t,
             Err(e) => return result::error(&e),
         };
-        match self.watch(token, ops::settle(&self.store, token, wait), &ctx).await {
+        match self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await {
             Some(Ok(v)) => result::task(&v, None),
             Some(Err(e)) => result::error(&e),
             None => cancelled(token),
@@ -163,11 +173,14 @@ impl AgentctlServer {
             Ok(d) => d,
             Err(e) => return Ok(result::error(&e)),
         };
-        Ok(match self.watch(token, ops::await_task(&self.store, token, Some(limit)), &ctx).await {
-            Some(Ok(v)) => result::task(&v, None),
-            Some(Err(e)) => result::error(&e),
-            None => cancelled(token),
-        })
+        Ok(
+            match self.watch(ops::await_task(&self.store, token, Some(limit)), &ctx, || self.task_progress(token)).await
+            {
+                Some(Ok(v)) => result::task(&v, None),
+                Some(Err(e)) => result::error(&e),
+                None => cancelled(token),
+            },
+        )
     }
 
     #[tool(
@@ -236,6 +249,59 @@ impl AgentctlServer {
                 }
                 result::structured(&page, text, false)
             }
+            Err(e) => result::error(&e),
+        })
+    }
+}
+
+#[tool_router(router = events_router)]
+impl AgentctlServer {
+    #[tool(
+        description = "Block until the next event of a session: a task finishing (task_finished), or a message \
+                       or question a task posted. Returns the oldest one not yet taken, at once if one is queued; \
+                       each event goes to one caller only. After timeout_secs (default 55, at most 300) returns \
+                       {type: timeout}: call again to keep waiting.",
+        annotations(title = "Wait for an event", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<Event>()
+    )]
+    async fn wait_for_event(
+        &self,
+        Parameters(p): Parameters<WaitForEventParams>,
+        ctx: RequestContext<RoleServer>,
+    ) -> std::result::Result<CallToolResult, ErrorData> {
+        let asked = p.kinds().and_then(|k| {
+            let limit = seconds("timeout_secs", p.timeout_secs.unwrap_or(55.0).min(AWAIT_CAP_SECS))?;
+            Ok((k, limit, ops::session_of(p.session.as_deref())?))
+        });
+        let (kinds, limit, session) = match asked {
+            Ok(a) => a,
+            Err(e) => return Ok(result::error(&e)),
+        };
+        let started = tokio::time::Instant::now();
+        let progress =
+            || format!("waiting for an event of session {session} for {:.0}s", started.elapsed().as_secs_f64());
+        Ok(match self.watch(ops::wait_event(&self.store, &session, &kinds, limit), &ctx, progress).await {
+            Some(Ok(e)) => result::structured(&e, e.describe(), false),
+            Some(Err(e)) => result::error(&e),
+            None => {
+                result::error(&Error::Usage(format!("the wait was cancelled; events of session {session} stay queued")))
+            }
+        })
+    }
+
+    #[tool(
+        description = "Post a message (or, with question: true, a question) to a session, where wait_for_event \
+                       returns it.",
+        annotations(title = "Notify a session", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<Event>()
+    )]
+    async fn notify(&self, Parameters(p): Parameters<NotifyParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        let session = match p.session.map(Ok).unwrap_or_else(|| ops::session_of(None)) {
+            Ok(s) => s,
+            Err(e) => return Ok(result::error(&e)),
+        };
+        Ok(match ops::notify(&self.store, Some(&session), p.question, &p.message) {
+            Ok(e) => result::structured(&e, e.describe(), false),
             Err(e) => result::error(&e),
         })
     }

@@ -134,6 +134,52 @@ mod tests {
     }
 
     #[test]
+    fn concurrent_appenders_and_takers_deliver_every_event_exactly_once() {
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let log = EventLog::new(dir.path().to_owned());
+            let taken: Vec<u64> = std::thread::scope(|s| {
+                for _ in 0..4 {
+                    s.spawn(|| {
+                        for _ in 0..10 {
+                            log.append(Event::new(EventKind::TaskFinished, "s")).unwrap();
+                        }
+                    });
+                }
+                let takers: Vec<_> = (0..4)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut got = Vec::new();
+                            let mut idle = 0;
+                            while idle < 200 {
+                                match log.take_next("s", &[]).unwrap() {
+                                    Some(e) => got.push(e.seq.unwrap()),
+                                    None => idle += 1,
+                                }
+                            }
+                            got
+                        })
+                    })
+                    .collect();
+                takers.into_iter().flat_map(|t| t.join().unwrap()).collect()
+            });
+            let mut all = taken.clone();
+            all.sort();
+            all.dedup();
+            assert_eq!(all.len(), taken.len(), "an event was taken twice");
+            let (events, consumed) = log.read_all().unwrap();
+            assert_eq!(events.len(), 40);
+            // Whatever the takers missed at the end is still queued, never lost.
+            while let Some(e) = log.take_next("s", &[]).unwrap() {
+                all.push(e.seq.unwrap());
+            }
+            all.sort();
+            assert_eq!(all, (1..=40).collect::<Vec<_>>());
+            assert!(consumed.len() <= 40);
+        }
+    }
+
+    #[test]
     fn a_torn_last_line_is_skipped_and_not_extended() {
         let dir = tempfile::tempdir().unwrap();
         let log = EventLog::new(dir.path().to_owned());

@@ -11,7 +11,7 @@ from conftest import FAKE, STILL_RUNNING, alive, cli, connect, open_fds, record,
 
 pytestmark = pytest.mark.anyio
 
-BASE_TOOLS = {"ask", "await", "halt", "list", "logs"}
+BASE_TOOLS = {"ask", "await", "halt", "list", "logs", "wait_for_event", "notify"}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -213,3 +213,37 @@ async def test_failures_are_error_results_and_malformed_requests_protocol_errors
         # ...while a request for a tool that does not exist is a protocol error.
         with pytest.raises(Exception, match="tool not found"):
             await c.call_tool("no_such_tool", {})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_wait_for_event_returns_tasks_in_the_order_they_finish(home, mode):
+    async with connect(home, mode=mode) as c:
+        tokens = {}
+        for secs in ("3", "1", "2"):
+            r = await c.call_tool("ask", {"role": "worker", "question": f"sleep {secs}", "async": True, "session": "m"})
+            tokens[secs] = r.structured_content["token"]
+        for secs in ("1", "2", "3"):
+            r = await c.call_tool("wait_for_event", {"session": "m", "timeout_secs": 30})
+            e = r.structured_content
+            assert not r.is_error
+            assert (e["type"], e["token"], e["status"]) == ("task_finished", tokens[secs], "completed"), e
+            assert e["summary"] == f"slept {secs}"
+            assert e["token"] in r.content[0].text
+        t0 = time.monotonic()
+        r = await c.call_tool("wait_for_event", {"session": "m", "timeout_secs": 1})
+        assert time.monotonic() - t0 >= 1
+        assert not r.is_error and r.structured_content["type"] == "timeout"
+
+
+async def test_notify_and_a_cancelled_wait_lose_no_event(home):
+    async with connect(home) as c:
+        with anyio.move_on_after(1):
+            await c.call_tool("wait_for_event", {"session": "q", "types": ["question"], "timeout_secs": 30})
+        posted = await c.call_tool("notify", {"session": "q", "message": "which branch?", "question": True})
+        assert posted.structured_content["type"] == "question" and posted.structured_content["seq"] >= 1
+        other = await c.call_tool("wait_for_event", {"session": "q", "types": ["message"], "timeout_secs": 0.3})
+        assert other.structured_content["type"] == "timeout"
+        got = await c.call_tool("wait_for_event", {"session": "q", "types": ["question"], "timeout_secs": 5})
+        assert got.structured_content["text"] == "which branch?"
+        bad = await c.call_tool("wait_for_event", {"types": ["everything"]})
+        assert bad.is_error and "unknown event type" in bad.content[0].text
