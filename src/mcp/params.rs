@@ -13,13 +13,9 @@ use crate::task::{EventKind, Role, Status};
 /// The longest one `await` call blocks, whatever it asks for.
 pub const AWAIT_CAP_SECS: f64 = 300.0;
 
-#[derive(Debug, Deserialize, JsonSchema)]
-pub struct AskParams {
-    /// The role to ask, e.g. `reviewer` (letters, digits, `_`, `-`). Its agent command comes
-    /// from agents.toml; without one, kiro-cli runs the role.
-    pub role: String,
-    /// The question or task for the agent.
-    pub question: String,
+/// How to start a task and how long to wait for it: shared by `ask` and `run`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+pub struct LaunchOptions {
     /// Return the token at once instead of waiting for a quick result.
     #[serde(default, rename = "async")]
     pub run_async: bool,
@@ -34,22 +30,24 @@ pub struct AskParams {
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
+pub struct AskParams {
+    /// The role to ask, e.g. `reviewer` (letters, digits, `_`, `-`). Its agent command comes
+    /// from agents.toml; without one, kiro-cli runs the role.
+    pub role: String,
+    /// The question or task for the agent.
+    pub question: String,
+    #[serde(flatten)]
+    pub options: LaunchOptions,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunParams {
     /// The command and its arguments, run without a shell, e.g. ["make", "test"].
     pub command: Vec<String>,
     /// Role name to file the task under (default `run`).
     pub role: Option<String>,
-    /// Return the token at once instead of waiting for a quick result.
-    #[serde(default, rename = "async")]
-    pub run_async: bool,
-    /// Seconds to wait for the result before handing back a token (default 10).
-    pub wait_secs: Option<f64>,
-    /// Directory the command runs in (default: the server's).
-    pub cwd: Option<String>,
-    /// Halt the task (status `expired`) once it has run this many seconds.
-    pub timeout_secs: Option<f64>,
-    /// Session the task reports to when it ends (see wait_for_event; default: the server's).
-    pub session: Option<String>,
+    #[serde(flatten)]
+    pub options: LaunchOptions,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -125,21 +123,27 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
         .map_err(|_| Error::Usage(format!("`{what}` must be a number of seconds, 0 or more; got {secs}")))
 }
 
-fn wait_of(run_async: bool, wait_secs: Option<f64>) -> Result<Wait> {
-    Ok(if run_async { Wait::Async } else { Wait::For(seconds("wait_secs", wait_secs.unwrap_or(10.0))?) })
+impl LaunchOptions {
+    /// The launch request for `role` running `what` with these options.
+    fn into_launch(self, role: &str, what: What) -> Result<Launch> {
+        let wait =
+            if self.run_async { Wait::Async } else { Wait::For(seconds("wait_secs", self.wait_secs.unwrap_or(10.0))?) };
+        Ok(Launch {
+            role: Role::parse(role)?,
+            what,
+            cwd: self.cwd.map(PathBuf::from),
+            session: self.session,
+            deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
+            wait,
+        })
+    }
 }
 
 impl AskParams {
     /// The launch request this stands for.
     pub fn into_launch(self) -> Result<Launch> {
-        Ok(Launch {
-            role: Role::parse(&self.role)?,
-            wait: wait_of(self.run_async, self.wait_secs)?,
-            deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
-            what: What::Ask { question: self.question, agents_file: None },
-            cwd: self.cwd.map(PathBuf::from),
-            session: self.session,
-        })
+        let what = What::Ask { question: self.question, agents_file: None };
+        self.options.into_launch(&self.role, what)
     }
 }
 
@@ -149,14 +153,8 @@ impl RunParams {
         if self.command.is_empty() {
             return Err(Error::Usage("`command` is empty; give the program and its arguments".into()));
         }
-        Ok(Launch {
-            role: Role::parse(self.role.as_deref().unwrap_or("run"))?,
-            wait: wait_of(self.run_async, self.wait_secs)?,
-            deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
-            what: What::Run { argv: self.command },
-            cwd: self.cwd.map(PathBuf::from),
-            session: self.session,
-        })
+        let role = self.role.unwrap_or_else(|| "run".into());
+        self.options.into_launch(&role, What::Run { argv: self.command })
     }
 }
 
