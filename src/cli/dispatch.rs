@@ -69,13 +69,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Status(s) => Ok(out.task(&ops::status(&store, Token::parse(&s.token)?)?)),
         Command::List(l) => {
-            let status = match l.status.as_deref() {
-                Some(s) => Some(Status::parse(s).ok_or_else(|| {
-                    let all: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
-                    Error::Usage(format!("unknown status `{s}`; use one of: {}", all.join(", ")))
-                })?),
-                None => None,
-            };
+            let status = l.status.as_deref().map(Status::parse_filter).transpose()?;
             let role = l.role.as_deref().map(Role::parse).transpose()?;
             out.list(&ops::list(&store, &ListFilter { status, role })?);
             Ok(ExitCode::SUCCESS)

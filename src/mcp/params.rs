@@ -161,14 +161,7 @@ impl RunParams {
 impl ListParams {
     /// The filter this stands for.
     pub fn filter(&self) -> Result<ListFilter> {
-        let status = match self.status.as_deref() {
-            Some(s) => Some(Status::parse(s).ok_or_else(|| {
-                Error::Usage(format!(
-                    "unknown status `{s}`; use starting, running, completed, failed, cancelled, expired or lost"
-                ))
-            })?),
-            None => None,
-        };
+        let status = self.status.as_deref().map(Status::parse_filter).transpose()?;
         Ok(ListFilter { status, role: self.role.as_deref().map(Role::parse).transpose()? })
     }
 }

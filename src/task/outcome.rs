@@ -51,6 +51,18 @@ impl Status {
     pub fn parse(s: &str) -> Option<Status> {
         Status::ALL.into_iter().find(|st| st.as_str() == s)
     }
+
+    /// Parse a status filter a user gave, with an error that lists the statuses.
+    pub fn parse_filter(s: &str) -> Result<Status, crate::error::Error> {
+        Status::parse(s).ok_or_else(|| {
+            let all: Vec<_> = Status::ALL.iter().map(|s| s.as_str()).collect();
+            crate::error::Error::Usage(format!(
+                "unknown status `{}`; use one of: {}",
+                super::input_preview(s),
+                all.join(", ")
+            ))
+        })
+    }
 }
 
 impl fmt::Display for Status {
