@@ -44,6 +44,8 @@ pub enum Command {
     Notify(NotifyArgs),
     /// Show the events of a session (or all) without consuming them
     Events(EventsArgs),
+    /// Remove finished tasks (record, log, summary); running tasks are never touched
+    Prune(PruneArgs),
     /// Serve MCP (Model Context Protocol) on stdin/stdout
     Mcp(McpArgs),
     /// Internal: the per-task supervisor (started by ask/run)
@@ -191,4 +193,17 @@ pub struct EventsArgs {
     /// Keep printing new events as they come
     #[arg(long, short)]
     pub follow: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct PruneArgs {
+    /// Only tasks that ended longer ago than D (e.g. 7d, 12h)
+    #[arg(long, value_name = "D")]
+    pub older_than: Option<String>,
+    /// Keep the N most recently ended tasks
+    #[arg(long, value_name = "N")]
+    pub keep: Option<usize>,
+    /// Only list what would be removed
+    #[arg(long)]
+    pub dry_run: bool,
 }

@@ -119,6 +119,15 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Prune(p) => {
+            let rule = ops::PruneRule {
+                older_than: p.older_than.as_deref().map(parse_duration).transpose()?,
+                keep: p.keep,
+                dry_run: p.dry_run,
+            };
+            out.pruned(&ops::prune(&store, rule)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Mcp(m) => {
             crate::mcp::serve(store, m.allow_run).await?;
             Ok(ExitCode::SUCCESS)

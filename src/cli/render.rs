@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::ops::{LoggedEvent, TaskView, human_duration};
+use crate::ops::{LoggedEvent, Pruned, TaskView, human_duration};
 use crate::task::{Event, EventKind, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
@@ -124,6 +124,20 @@ impl Out {
                 let _ = self.logged_event(e);
             }
         }
+    }
+
+    /// Print what prune removed.
+    pub fn pruned(&self, p: &Pruned) {
+        if self.json {
+            print_json(&serde_json::to_value(p).unwrap_or_default());
+            return;
+        }
+        let mut w = io::stdout().lock();
+        let verb = if p.dry_run { "would remove" } else { "removed" };
+        for v in &p.removed {
+            let _ = writeln!(w, "{verb} {} ({}) {} {}", v.token, v.role, v.status, v.question);
+        }
+        let _ = writeln!(w, "{verb} {} finished task(s)", p.count);
     }
 
     /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.

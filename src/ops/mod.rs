@@ -4,6 +4,7 @@
 mod events;
 mod launch;
 mod page;
+mod prune;
 mod query;
 mod view;
 mod wait;
@@ -11,6 +12,7 @@ mod wait;
 pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
 pub use launch::{Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
+pub use prune::{PruneRule, Pruned, prune};
 pub use query::{ListFilter, follow, list, read_log, status};
 pub use view::{TaskView, human_duration};
 pub use wait::{DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};

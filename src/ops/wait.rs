@@ -30,7 +30,20 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         return Ok(rec);
     };
     let mut rec = store.read_record(token)?;
-    let note = "the supervisor died; the agent was killed with it".to_owned();
+    if rec.status().is_final() {
+        return Ok(rec);
+    }
+    let note = match &rec.started {
+        Some(s) => {
+            // The agent died with its supervisor (PDEATHSIG); end what is left of its group.
+            let ended = crate::supervisor::end_lost_group(s.pid, s.sid);
+            format!(
+                "the supervisor died; the agent was killed with it and {ended} other process(es) of its group were \
+                 ended; processes that left the group (setsid) could not be traced"
+            )
+        }
+        None => "the supervisor died before the agent started".to_owned(),
+    };
     store.finish(&mut rec, Outcome::Lost, Some(note))?;
     Ok(rec)
 }

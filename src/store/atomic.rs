@@ -9,7 +9,9 @@ use crate::error::{IoContext, Result};
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let dir = path.parent().expect("record paths have a parent");
     let what = || format!("cannot write {}", path.display());
-    let mut tmp = tempfile::Builder::new().prefix(".tmp-").tempfile_in(dir).ctx(what)?;
+    // Named after the file, so a stray left by a crash can be traced to its task and removed.
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut tmp = tempfile::Builder::new().prefix(&format!(".tmp-{name}-")).tempfile_in(dir).ctx(what)?;
     tmp.write_all(bytes).ctx(what)?;
     tmp.as_file().sync_all().ctx(what)?;
     tmp.persist(path).map_err(|e| e.error).ctx(what)?;

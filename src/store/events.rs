@@ -92,7 +92,7 @@ impl EventLog {
 }
 
 fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).append(true).create(true).mode(0o600).open(path)
+    OpenOptions::new().read(true).append(true).create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)
 }
 
 /// The seq of the last whole event in the log, and whether the log ends with a newline (a

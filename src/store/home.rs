@@ -1,9 +1,12 @@
-//! Which directory is the home: `--home` > `AGENTCTL_HOME` > `$XDG_STATE_HOME/agentctl` >
-//! `~/.local/state/agentctl`.
+//! Which directory is the home (`--home` > `AGENTCTL_HOME` > `$XDG_STATE_HOME/agentctl` >
+//! `~/.local/state/agentctl`), and making it safe: owned by us, 0700, no symlinks inside.
 
-use std::path::PathBuf;
+use std::fs::{self, DirBuilder};
+use std::io::ErrorKind;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 
 /// Pick the home from the flag and the environment (not yet created).
 pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
@@ -17,5 +20,81 @@ pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
     match nonempty("HOME") {
         Some(h) => Ok(h.join(".local/state/agentctl")),
         None => Err(Error::Usage("cannot find a home for agentctl: set --home, AGENTCTL_HOME or HOME".into())),
+    }
+}
+
+/// Create the home if needed and check it: it must belong to this user; wider permissions
+/// than 0700 are tightened (with a warning). Returns its absolute path.
+pub(super) fn prepare_home(home: &Path) -> Result<PathBuf> {
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home)
+        .ctx(|| format!("cannot create home {}", home.display()))?;
+    let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
+    let meta = fs::metadata(&home).ctx(|| format!("cannot read home {}", home.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(Error::Usage(format!(
+            "home {} belongs to uid {}, not to you (uid {me}); use a home of your own with --home or AGENTCTL_HOME",
+            home.display(),
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o700))
+            .ctx(|| format!("cannot make home {} private", home.display()))?;
+        eprintln!("agentctl: home {} was open to others ({:o}); it is now 0700", home.display(), meta.mode() & 0o777);
+    }
+    Ok(home)
+}
+
+/// Create `home/rel` (each missing part 0700), refusing to pass through a symlink: nothing
+/// planted in the home may redirect where agentctl writes.
+pub(super) fn ensure_dir(home: &Path, rel: &Path) -> Result<PathBuf> {
+    let mut dir = home.to_owned();
+    for part in rel.components() {
+        dir.push(part);
+        match DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e).ctx(|| format!("cannot create {}", dir.display())),
+        }
+        let meta = fs::symlink_metadata(&dir).ctx(|| format!("cannot read {}", dir.display()))?;
+        if !meta.is_dir() {
+            return Err(Error::Usage(format!(
+                "{} is {} inside the home, where agentctl expects its own directory; remove it",
+                dir.display(),
+                if meta.file_type().is_symlink() { "a symlink" } else { "not a directory" }
+            )));
+        }
+    }
+    Ok(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_symlinks_inside_the_home() {
+        let home = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        ensure_dir(home.path(), Path::new("subagents/a/data")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), home.path().join("subagents/b")).unwrap();
+        let e = ensure_dir(home.path(), Path::new("subagents/b/data/history")).unwrap_err();
+        assert!(e.to_string().contains("is a symlink"), "{e}");
+        assert_eq!(fs::read_dir(outside.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn tightens_a_home_open_to_others() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().join("h");
+        fs::create_dir(&home).unwrap();
+        fs::set_permissions(&home, fs::Permissions::from_mode(0o755)).unwrap();
+        prepare_home(&home).unwrap();
+        assert_eq!(fs::metadata(&home).unwrap().mode() & 0o777, 0o700);
     }
 }

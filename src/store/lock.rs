@@ -32,6 +32,7 @@ impl FileLock {
             .create(true)
             .truncate(false)
             .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .ctx(|| format!("cannot open lock {}", path.display()))?;
         // SAFETY: flock on a descriptor we own.

@@ -2,6 +2,7 @@
 
 mod atomic;
 mod events;
+mod finish;
 mod home;
 mod lock;
 pub mod logfile;

@@ -5,6 +5,7 @@
 //! <home>/tasks/<token>/spec.json     the TaskSpec
 //! <home>/tasks/<token>/lock          flock held by the supervisor
 //! <home>/tasks/<token>/ctl.sock      the supervisor's control socket
+//! <home>/tasks/<token>/reserve       disk space set aside to record the end on a full disk
 //! <home>/subagents/<role>/data/history/<token>.log | .summary.md | .question.md
 //! ```
 
@@ -16,9 +17,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::home::{ensure_dir, prepare_home};
 use super::{EventLog, FileLock, write_atomic};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Ended, Event, EventKind, Outcome, Role, TaskRecord, TaskSpec, Token, summary_preview, unix_ms};
+use crate::task::{Role, TaskRecord, TaskSpec, Token};
 
 /// A home directory, created 0700, with absolute paths.
 #[derive(Clone, Debug)]
@@ -26,16 +28,12 @@ pub struct Store {
     home: PathBuf,
 }
 
-fn mkdir_0700(path: &Path) -> Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(path).ctx(|| format!("cannot create {}", path.display()))
-}
-
 impl Store {
     /// Open (creating if needed) the home at `home`.
     pub fn open(home: &Path) -> Result<Store> {
-        mkdir_0700(&home.join("tasks"))?;
-        mkdir_0700(&home.join("events"))?;
-        let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
+        let home = prepare_home(home)?;
+        ensure_dir(&home, Path::new("tasks"))?;
+        ensure_dir(&home, Path::new("events"))?;
         Ok(Store { home })
     }
 
@@ -85,7 +83,7 @@ impl Store {
 
     /// Create a task with a fresh unique token and take its lock.
     pub fn create_task(&self, role: &Role) -> Result<(Token, FileLock)> {
-        mkdir_0700(&self.history_dir(role))?;
+        ensure_dir(&self.home, &Path::new("subagents").join(role.as_str()).join("data/history"))?;
         for _ in 0..1000 {
             let t = Token::random();
             let dir = self.task_dir(t);
@@ -93,6 +91,7 @@ impl Store {
                 Ok(()) => {
                     let lock = FileLock::try_take(&self.lock_path(t))?
                         .ok_or_else(|| Error::Internal(format!("fresh task {t} was locked by someone else")))?;
+                    self.reserve_space(t)?;
                     return Ok((t, lock));
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
@@ -138,37 +137,6 @@ impl Store {
         };
         serde_json::from_slice(&bytes)
             .map_err(|e| Error::Internal(format!("{} is damaged ({e}); remove that task's directory", path.display())))
-    }
-
-    /// Record the end of a task: its summary file, its final record, then its `task_finished`
-    /// event. The caller holds the task's lock, so the first end recorded is the only one.
-    pub fn finish(&self, rec: &mut TaskRecord, outcome: Outcome, note: Option<String>) -> Result<()> {
-        if rec.ended.is_some() {
-            return Ok(());
-        }
-        let log = self.log_path(&rec.role, rec.token);
-        let mut note = note;
-        let (summary, line_count) = match super::logfile::summary_and_lines(&log) {
-            Ok(found) => found,
-            Err(e) => {
-                note = Some(format!("{}cannot read the log: {e}", note.map(|n| n + "; ").unwrap_or_default()));
-                (String::new(), 0)
-            }
-        };
-        if let Err(e) = write_atomic(&self.summary_path(&rec.role, rec.token), summary.as_bytes()) {
-            note = Some(format!("{}{e}", note.map(|n| n + "; ").unwrap_or_default()));
-        }
-        let exit_code = outcome.exit_code();
-        rec.ended = Some(Ended { outcome, at_ms: unix_ms(std::time::SystemTime::now()), line_count, note });
-        self.write_record(rec)?;
-        // The event comes after the final record, so whoever it wakes reads the end.
-        let mut event = Event::new(EventKind::TaskFinished, &rec.session);
-        event.token = Some(rec.token);
-        event.role = Some(rec.role.clone());
-        event.status = Some(rec.status());
-        event.exit_code = exit_code;
-        event.summary = Some(summary_preview(&summary));
-        self.events().append(event).map(drop)
     }
 
     /// Every task token in the home, sorted.

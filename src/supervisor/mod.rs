@@ -9,3 +9,4 @@ mod unix;
 
 pub use launch::launch;
 pub use run::supervise;
+pub use unix::end_lost_group;

@@ -120,6 +120,7 @@ impl Supervisor {
         rec.started = Some(Started {
             pid: child.as_raw(),
             supervisor_pid: std::process::id() as i32,
+            sid: nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0),
             at_ms: unix_ms(SystemTime::now()),
         });
         store.write_record(&rec)?;
@@ -382,7 +383,7 @@ fn listen(path: &Path) -> std::io::Result<UnixListener> {
 }
 
 fn redirect_stderr(path: &Path) {
-    if let Ok(f) = OpenOptions::new().append(true).create(true).mode(0o600).open(path) {
+    if let Ok(f) = OpenOptions::new().append(true).create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path) {
         let _ = nix::unistd::dup2_stderr(f);
     }
 }

@@ -18,6 +18,7 @@ pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> s
         .append(true)
         .create(true)
         .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(&log_path)
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let err = log.try_clone().map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;

@@ -29,6 +29,10 @@ pub struct TaskRecord {
 pub struct Started {
     pub pid: i32,
     pub supervisor_pid: i32,
+    /// The supervisor's session id: with `pid` (the agent's process group) it identifies the
+    /// task's processes without trusting a pid that may have been reused.
+    #[serde(default)]
+    pub sid: i32,
     pub at_ms: u64,
 }
 
@@ -91,7 +95,7 @@ mod tests {
     fn status_is_derived_from_what_happened() {
         let mut r = rec();
         assert_eq!(r.status(), Status::Starting);
-        r.started = Some(Started { pid: 5, supervisor_pid: 4, at_ms: 2_000 });
+        r.started = Some(Started { pid: 5, supervisor_pid: 4, sid: 3, at_ms: 2_000 });
         assert_eq!(r.status(), Status::Running);
         assert_eq!(r.elapsed_ms(5_000), 3_000);
         r.ended = Some(Ended { outcome: Outcome::Lost, at_ms: 4_000, line_count: 0, note: None });

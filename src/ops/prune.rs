@@ -1,0 +1,67 @@
+//! Retention: removing finished tasks (record, log, summary), never a running one.
+
+use std::time::{Duration, SystemTime};
+
+use serde::Serialize;
+
+use super::view::TaskView;
+use super::wait::refresh;
+use crate::error::{Error, Result};
+use crate::store::{FileLock, Store};
+use crate::task::unix_ms;
+
+/// Which finished tasks to remove.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct PruneRule {
+    /// Only tasks that ended longer ago than this.
+    pub older_than: Option<Duration>,
+    /// Always keep this many of the most recently ended tasks.
+    pub keep: Option<usize>,
+    /// Only say what would be removed.
+    pub dry_run: bool,
+}
+
+/// What `prune` removed (or would remove).
+#[derive(Clone, Debug, Serialize)]
+pub struct Pruned {
+    pub removed: Vec<TaskView>,
+    pub count: usize,
+    pub dry_run: bool,
+}
+
+/// Remove the finished tasks `rule` selects. Running tasks are never selected.
+pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
+    if rule.older_than.is_none() && rule.keep.is_none() {
+        return Err(Error::Usage(
+            "say which finished tasks to remove: --older-than D (e.g. 7d), --keep N (keep the N newest), or both"
+                .into(),
+        ));
+    }
+    let now = unix_ms(SystemTime::now());
+    let mut finished: Vec<_> = Vec::new();
+    for token in store.tokens()? {
+        match refresh(store, token) {
+            Ok(rec) if rec.status().is_final() => finished.push(rec),
+            Ok(_) | Err(Error::UnknownToken { .. }) => {}
+            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
+        }
+    }
+    // Newest first, so `keep` spares the most recent ones.
+    finished.sort_by_key(|r| std::cmp::Reverse(r.ended.as_ref().map_or(0, |e| e.at_ms)));
+    let cutoff = rule.older_than.map(|d| now.saturating_sub(d.as_millis() as u64));
+    let mut removed = Vec::new();
+    for rec in finished.into_iter().skip(rule.keep.unwrap_or(0)) {
+        let ended_at = rec.ended.as_ref().map_or(0, |e| e.at_ms);
+        if cutoff.is_some_and(|c| ended_at > c) {
+            continue;
+        }
+        let view = TaskView::of(store, &rec, false)?;
+        if !rule.dry_run {
+            // A supervisor still holding the lock is finishing up; leave its task for next time.
+            let Some(_lock) = FileLock::try_take(&store.lock_path(rec.token))? else { continue };
+            store.remove_task(&rec)?;
+        }
+        removed.push(view);
+    }
+    Ok(Pruned { count: removed.len(), removed, dry_run: rule.dry_run })
+}

@@ -1,0 +1,117 @@
+//! Recording the end of a task, even on a full disk, and removing what a finished task left.
+
+use std::fs;
+use std::io::{self, ErrorKind};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::time::SystemTime;
+
+use super::{Store, logfile, write_atomic};
+use crate::error::{Error, IoContext, Result};
+use crate::task::{Ended, Event, EventKind, Outcome, TaskRecord, Token, summary_preview, unix_ms};
+
+/// Space set aside per running task so that its end can be recorded when the disk is full.
+const RESERVE: i64 = 256 * 1024;
+
+fn is_disk_full(e: &Error) -> bool {
+    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC) || source.raw_os_error() == Some(libc::EDQUOT))
+}
+
+impl Store {
+    /// Set aside `RESERVE` bytes for the task's end (given back by `finish`).
+    pub(super) fn reserve_space(&self, t: Token) -> Result<()> {
+        let path = self.task_dir(t).join("reserve");
+        let what = || format!("cannot set aside disk space in {} (is the disk full?)", path.display());
+        let file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).ctx(what)?;
+        // SAFETY: posix_fallocate on a descriptor we own.
+        match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE) } {
+            0 => Ok(()),
+            rc => Err(io::Error::from_raw_os_error(rc)).ctx(what),
+        }
+    }
+
+    /// Record the end of a task: its summary file, its final record, then its `task_finished`
+    /// event. The caller holds the task's lock, so the first end recorded is the only one. On a
+    /// full disk the task's reserve is given back and the writes are tried again.
+    pub fn finish(&self, rec: &mut TaskRecord, outcome: Outcome, note: Option<String>) -> Result<()> {
+        if rec.ended.is_some() {
+            return Ok(());
+        }
+        let t = rec.token;
+        let mut notes: Vec<String> = note.into_iter().collect();
+        let log = self.log_path(&rec.role, t);
+        let (summary, line_count) = logfile::summary_and_lines(&log).unwrap_or_else(|e| {
+            notes.push(format!("cannot read the log: {e}"));
+            (String::new(), 0)
+        });
+        let reserve = self.task_dir(t).join("reserve");
+        let mut freed = false;
+        let mut on_full_disk = |what: &dyn Fn() -> Result<()>, notes: &mut Vec<String>| -> Result<()> {
+            match what() {
+                Err(e) if is_disk_full(&e) && !freed => {
+                    freed = true;
+                    let _ = fs::remove_file(&reserve);
+                    notes.push(format!("the home's disk is full ({e}); the log may be cut short"));
+                    what()
+                }
+                other => other,
+            }
+        };
+        let summary_path = self.summary_path(&rec.role, t);
+        if let Err(e) = on_full_disk(&|| write_atomic(&summary_path, summary.as_bytes()), &mut notes) {
+            notes.push(e.to_string());
+        }
+        let exit_code = outcome.exit_code();
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
+        rec.ended = Some(Ended { outcome, at_ms: unix_ms(SystemTime::now()), line_count, note });
+        let ended = rec.clone();
+        on_full_disk(&|| self.write_record(&ended), &mut notes)?;
+        // The event comes after the final record, so whoever it wakes reads the end.
+        let mut event = Event::new(EventKind::TaskFinished, &rec.session);
+        event.token = Some(t);
+        event.role = Some(rec.role.clone());
+        event.status = Some(rec.status());
+        event.exit_code = exit_code;
+        event.summary = Some(summary_preview(&summary));
+        on_full_disk(&|| self.events().append(event.clone()).map(drop), &mut notes)?;
+        let _ = fs::remove_file(&reserve);
+        self.clean_strays(rec);
+        Ok(())
+    }
+
+    /// Remove temp files a crash between writing and renaming left behind for this task.
+    fn clean_strays(&self, rec: &TaskRecord) {
+        let task_dir = self.task_dir(rec.token);
+        let history = self.log_path(&rec.role, rec.token).parent().map(Path::to_owned);
+        let mine = format!(".tmp-{}", rec.token);
+        for (dir, prefix) in [(Some(task_dir), ".tmp-"), (history, mine.as_str())] {
+            let Some(dir) = dir else { continue };
+            let Ok(entries) = fs::read_dir(&dir) else { continue };
+            for e in entries.flatten() {
+                if e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) {
+                    let _ = fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+
+    /// Remove everything a finished task left: log, summary, question file, record. The caller
+    /// has checked it is finished and holds its lock.
+    pub fn remove_task(&self, rec: &TaskRecord) -> Result<()> {
+        self.clean_strays(rec);
+        for path in [
+            self.log_path(&rec.role, rec.token),
+            self.summary_path(&rec.role, rec.token),
+            self.question_path(&rec.role, rec.token),
+        ] {
+            match fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(e).ctx(|| format!("cannot remove {}", path.display())),
+            }
+        }
+        let dir = self.task_dir(rec.token);
+        fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))
+    }
+}
