@@ -96,17 +96,23 @@ fn cap_keeping_end(text: &str, cap: usize, cut_short: bool) -> String {
     format!("[agentctl: summary truncated, showing only its last {} bytes]\n{kept}", kept.len())
 }
 
-/// Summarize a log read from `src`, reading only its end.
+/// Summarize a log read from `src`, reading only its end, and each byte of it once.
 pub fn summarize<R: Read + Seek>(src: &mut R, cap: usize) -> io::Result<String> {
     let len = src.seek(SeekFrom::End(0))?;
     let mut window = FIRST_WINDOW;
+    // `buf` holds the log from `from` to its end; a wider window reads only what it adds.
+    let (mut buf, mut from) = (Vec::new(), len);
     loop {
         let start = len.saturating_sub(window);
         // One byte more, to learn whether the window begins at a line start.
-        let from = start.saturating_sub(1);
-        src.seek(SeekFrom::Start(from))?;
-        let mut buf = Vec::with_capacity((len - from) as usize);
-        src.by_ref().take(len - from).read_to_end(&mut buf)?;
+        let wanted = start.saturating_sub(1);
+        if wanted < from {
+            src.seek(SeekFrom::Start(wanted))?;
+            let mut front = Vec::with_capacity((from - wanted) as usize + buf.len());
+            src.by_ref().take(from - wanted).read_to_end(&mut front)?;
+            front.extend_from_slice(&buf);
+            (buf, from) = (front, wanted);
+        }
         let (line_start, bytes) = if start > 0 { (buf.first() == Some(&b'\n'), &buf[1..]) } else { (true, &buf[..]) };
         let last_try = window >= MAX_WINDOW;
         if let Attempt::Done(s) = attempt(bytes, start == 0, line_start, cap, last_try) {

@@ -14,8 +14,9 @@ use crate::task::{Ended, Event, EventKind, Outcome, TaskRecord, Token, summary_p
 /// Space set aside per running task so that its end can be recorded when the disk is full.
 const RESERVE: i64 = 256 * 1024;
 
+/// ENOSPC or EDQUOT, also when wrapped (tempfile adds the path and keeps only the kind).
 fn is_disk_full(e: &Error) -> bool {
-    matches!(e, Error::Io { source, .. } if source.raw_os_error() == Some(libc::ENOSPC) || source.raw_os_error() == Some(libc::EDQUOT))
+    matches!(e, Error::Io { source, .. } if matches!(source.kind(), ErrorKind::StorageFull | ErrorKind::QuotaExceeded))
 }
 
 impl Store {

@@ -1,0 +1,60 @@
+//! 6. The launching terminal hanging up, and the MCP server's whole process group killed.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+
+use crate::common::{BIN, Home, fake_agent, wait_until};
+use crate::raw_mcp::RawMcp;
+
+fn only_token(h: &Home) -> Option<String> {
+    let mut dir = std::fs::read_dir(h.path().join("tasks")).ok()?;
+    Some(dir.next()?.ok()?.file_name().to_str()?.to_owned())
+}
+
+#[test]
+fn a_pty_hangup_of_the_launching_terminal_does_not_stop_the_task() {
+    let h = Home::new();
+    let inner = format!(
+        "'{BIN}' --home '{}' run --wait 60s -- '{}' sleep 2 'survived the hangup'",
+        h.path().display(),
+        fake_agent()
+    );
+    // `script` gives the launcher a real terminal; killing `script` closes the pty's master
+    // side, and the kernel hangs up the terminal's session.
+    let mut term = Command::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("the `script` command (util-linux) is needed for this test");
+    wait_until(Duration::from_secs(20), "the task to run", || {
+        only_token(&h).is_some_and(|t| h.status(&t)["status"] == "running")
+    });
+    let token = only_token(&h).unwrap();
+    kill(Pid::from_raw(term.id() as i32), Signal::SIGKILL).unwrap();
+    term.wait().unwrap();
+    let v = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["summary"], "survived the hangup");
+}
+
+#[test]
+fn killing_the_mcp_servers_whole_process_group_leaves_its_tasks_running() {
+    let h = Home::new();
+    let mut mcp = RawMcp::start(&h, &["--allow-run"]);
+    let args = serde_json::json!({"command": [fake_agent(), "sleep", "2", "outlived its server"], "async": true});
+    let token = mcp.call("run", args)["structuredContent"]["token"].as_str().unwrap().to_owned();
+    let server = &mut mcp.server;
+
+    killpg(Pid::from_raw(server.id() as i32), Signal::SIGKILL).unwrap();
+    server.wait().unwrap();
+    let v = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["summary"], "outlived its server");
+}

@@ -1,0 +1,18 @@
+//! The fault-injection suite: each failure mode of issue 5 injected into real processes,
+//! with the behaviour agentctl must show. Its own test binary, so everyday `cargo test --test
+//! cli` stays quick; `scripts/test` runs it.
+
+// Shared with the CLI tests, which use parts this suite does not.
+#[allow(dead_code)]
+#[path = "../cli/common.rs"]
+mod common;
+
+mod clock;
+mod concurrency;
+mod disk;
+mod inputs;
+mod launchers;
+mod processes;
+mod raw_mcp;
+mod summary_props;
+mod supervisor_death;

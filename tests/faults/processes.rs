@@ -1,0 +1,83 @@
+//! 3. Descendants that escape; 4. agents that ignore SIGTERM or are stopped; 5. a grandchild
+//! holding the log open; 13. no zombies in a long-running MCP server.
+
+use std::time::{Duration, Instant};
+
+use crate::common::{Home, alive, fake_agent, read_pids, wait_until};
+use crate::raw_mcp::RawMcp;
+
+#[test]
+fn a_daemon_that_double_forked_into_its_own_session_is_ended_with_the_task() {
+    let h = Home::new();
+    let pidfile = h.path().join("daemon");
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "daemon", pidfile.to_str().unwrap()], 0).json();
+    assert_eq!(v["status"], "completed");
+    let daemon = read_pids(&pidfile)[0];
+    // It ignores SIGTERM: SIGKILL comes after the 5 s grace period.
+    wait_until(Duration::from_secs(15), "the escaped daemon to be ended", || !alive(daemon));
+}
+
+#[test]
+fn stubborn_and_stopped_agents_are_halted_within_grace_plus_a_second() {
+    let h = Home::new();
+    let pidfile = h.path().join("pid");
+    let stubborn = h.start(&["stubborn", pidfile.to_str().unwrap()]);
+    let agent = read_pids(&pidfile)[0];
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "halt", &stubborn, "--grace", "1s"], 0).json();
+    assert!(t0.elapsed() >= Duration::from_secs(1) && t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    assert_eq!((v["status"].as_str(), v["signal"].as_i64()), (Some("cancelled"), Some(9)));
+    assert!(!alive(agent));
+
+    let stopped = h.start(&["stopped"]);
+    wait_until(Duration::from_secs(10), "the agent to stop itself", || {
+        let pid = h.record(&stopped)["started"]["pid"].as_i64().unwrap();
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .is_ok_and(|s| s.rsplit(')').next().unwrap().trim_start().starts_with('T'))
+    });
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "halt", &stopped, "--grace", "1s"], 0).json();
+    assert!(t0.elapsed() < Duration::from_secs(2), "a stopped agent took {:?}", t0.elapsed());
+    assert_eq!(v["status"], "cancelled");
+    assert_eq!(v["summary"], "partial before stopping");
+}
+
+#[test]
+fn a_grandchild_holding_the_log_open_does_not_hold_up_the_end() {
+    let h = Home::new();
+    let pidfile = h.path().join("left");
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "leave", pidfile.to_str().unwrap()], 0).json();
+    assert!(t0.elapsed() < Duration::from_secs(4), "took {:?}", t0.elapsed());
+    assert_eq!(v["status"], "completed");
+    assert_eq!(v["summary"], "done, leaving a child behind");
+    assert!(v["note"].as_str().unwrap().contains("left running"), "{v}");
+    let left = read_pids(&pidfile)[0];
+    wait_until(Duration::from_secs(10), "the leftover to be ended", || !alive(left));
+}
+
+#[test]
+fn a_long_running_mcp_server_leaves_no_zombies_after_200_tasks() {
+    let h = Home::new();
+    let mut mcp = RawMcp::start(&h, &["--allow-run"]);
+    for _ in 0..200 {
+        let r = mcp.call("run", serde_json::json!({"command": ["true"], "async": true}));
+        assert!(r["structuredContent"]["token"].is_string(), "{r}");
+    }
+    wait_until(Duration::from_secs(60), "all 200 tasks to end", || {
+        h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
+    });
+    let me = mcp.server.id() as i32;
+    let zombies: Vec<_> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+        .filter(|stat| {
+            let f: Vec<&str> = stat.rsplit(')').next().unwrap().split_whitespace().collect();
+            f[0] == "Z" && f[1].parse::<i32>() == Ok(me)
+        })
+        .collect();
+    assert!(zombies.is_empty(), "the MCP server has zombie children: {zombies:?}");
+    let _ = mcp.server.kill();
+    let _ = mcp.server.wait();
+}
