@@ -76,3 +76,39 @@ fn a_task_past_its_deadline_is_expired() {
     assert_eq!(v["note"], "the task's deadline passed");
     assert_eq!(v["summary"], "working for 30 s");
 }
+
+#[test]
+fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
+    let h = Home::new();
+    let fake = fake_agent();
+    let mut finished = Vec::new();
+    for i in 0..3 {
+        let v = h.run(&["--json", "run", "--", &fake, "sleep", "0", &format!("n{i}")], 0).json();
+        finished.push((v["token"].as_str().unwrap().to_owned(), v["log_path"].as_str().unwrap().to_owned()));
+    }
+    let running = h.start(&["sleep", "30"]);
+
+    let r = h.run(&["prune"], 2);
+    assert!(r.stderr.contains("--older-than") && r.stderr.contains("--keep"), "{}", r.stderr);
+    let dry = h.run(&["--json", "prune", "--keep", "1", "--dry-run"], 0).json();
+    assert_eq!((dry["count"].as_u64(), dry["dry_run"].as_bool()), (Some(2), Some(true)));
+    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 4, "a dry run removed something");
+
+    assert_eq!(h.run(&["--json", "prune", "--older-than", "1h"], 0).json()["count"], 0);
+    let pruned = h.run(&["--json", "prune", "--keep", "1"], 0).json();
+    let removed: Vec<&str> = pruned["removed"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
+    assert_eq!(removed.len(), 2);
+    assert!(!removed.contains(&finished[2].0.as_str()), "--keep 1 must spare the newest");
+    for (token, log) in &finished[..2] {
+        assert!(!Path::new(log).exists(), "{token}'s log is still there");
+        assert!(!h.path().join("tasks").join(token).exists());
+        h.run(&["status", token], 2);
+    }
+    let everything = h.run(&["--json", "prune", "--older-than", "0s"], 0).json();
+    assert_eq!(everything["count"], 1);
+    let left = h.run(&["--json", "list"], 0).json();
+    assert_eq!(left["count"], 1);
+    assert_eq!(left["tasks"][0]["token"], running.as_str());
+    assert_eq!(left["tasks"][0]["status"], "running");
+    h.run(&["halt", &running], 0);
+}
