@@ -96,7 +96,8 @@ fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
 
     assert_eq!(h.run(&["--json", "prune", "--older-than", "1h"], 0).json()["count"], 0);
     let pruned = h.run(&["--json", "prune", "--keep", "1"], 0).json();
-    let removed: Vec<&str> = pruned["removed"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
+    let removed: Vec<&str> =
+        pruned["removed"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
     assert_eq!(removed.len(), 2);
     assert!(!removed.contains(&finished[2].0.as_str()), "--keep 1 must spare the newest");
     for (token, log) in &finished[..2] {
