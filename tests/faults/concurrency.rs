@@ -112,3 +112,40 @@ fn stray_temp_files_of_a_crashed_write_are_never_read_and_are_cleaned_up() {
     assert_eq!(v["summary"], "clean");
     wait_until(Duration::from_secs(5), "the strays to be removed", || strays.iter().all(|s| !s.exists()));
 }
+
+#[test]
+fn readers_never_see_a_torn_record_while_records_are_written() {
+    let h = Home::new();
+    let fake = fake_agent();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (reads, torn) = std::thread::scope(|s| {
+        let reader = s.spawn(|| {
+            let (mut reads, mut torn) = (0u64, Vec::new());
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let Ok(dirs) = std::fs::read_dir(h.path().join("tasks")) else { continue };
+                for d in dirs.flatten() {
+                    match std::fs::read(d.path().join("record.json")) {
+                        Ok(bytes) => {
+                            reads += 1;
+                            if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+                                torn.push(String::from_utf8_lossy(&bytes).into_owned());
+                            }
+                        }
+                        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+                    }
+                }
+            }
+            (reads, torn)
+        });
+        for _ in 0..20 {
+            h.run(&["--json", "run", "--async", "--", &fake, "sleep", "0.05"], 0);
+        }
+        wait_until(Duration::from_secs(30), "all tasks to end", || {
+            h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
+        });
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        reader.join().unwrap()
+    });
+    assert!(reads > 100, "the reader only managed {reads} reads");
+    assert!(torn.is_empty(), "{} torn reads, e.g. {:?}", torn.len(), torn.first());
+}
