@@ -44,7 +44,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         }
         None => "the supervisor died before the agent started".to_owned(),
     };
-    store.finish(&mut rec, Outcome::Lost, Some(note))?;
+    store.finish(&mut rec, Outcome::Lost, Some(note), None)?;
     Ok(rec)
 }
 

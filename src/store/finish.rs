@@ -7,7 +7,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::{Store, logfile, write_atomic};
+use super::{Durability, Store, logfile, write_atomic};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Ended, Event, EventKind, Outcome, TaskRecord, Token, summary_preview, unix_ms};
 
@@ -34,15 +34,22 @@ impl Store {
 
     /// Record the end of a task: its summary file, its final record, then its `task_finished`
     /// event. The caller holds the task's lock, so the first end recorded is the only one. On a
-    /// full disk the task's reserve is given back and the writes are tried again.
-    pub fn finish(&self, rec: &mut TaskRecord, outcome: Outcome, note: Option<String>) -> Result<()> {
+    /// full disk the task's reserve is given back and the writes are tried again. `lines` is the
+    /// log's line count when the caller kept it (the supervisor counts as the log grows).
+    pub fn finish(
+        &self,
+        rec: &mut TaskRecord,
+        outcome: Outcome,
+        note: Option<String>,
+        lines: Option<u64>,
+    ) -> Result<()> {
         if rec.ended.is_some() {
             return Ok(());
         }
         let t = rec.token;
         let mut notes: Vec<String> = note.into_iter().collect();
         let log = self.log_path(&rec.role, t);
-        let (summary, line_count) = logfile::summary_and_lines(&log).unwrap_or_else(|e| {
+        let (summary, line_count) = logfile::summary_and_lines(&log, lines).unwrap_or_else(|e| {
             notes.push(format!("cannot read the log: {e}"));
             (String::new(), 0)
         });
@@ -60,7 +67,9 @@ impl Store {
             }
         };
         let summary_path = self.summary_path(&rec.role, t);
-        if let Err(e) = on_full_disk(&|| write_atomic(&summary_path, summary.as_bytes()), &mut notes) {
+        if let Err(e) =
+            on_full_disk(&|| write_atomic(&summary_path, summary.as_bytes(), Durability::Durable), &mut notes)
+        {
             notes.push(e.to_string());
         }
         let exit_code = outcome.exit_code();

@@ -8,7 +8,7 @@ mod lock;
 pub mod logfile;
 mod tasks;
 
-pub use atomic::write_atomic;
+pub use atomic::{Durability, write_atomic};
 pub use events::EventLog;
 pub use home::resolve_home;
 pub use lock::FileLock;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::home::{ensure_dir, prepare_home};
-use super::{EventLog, FileLock, write_atomic};
+use super::{Durability, EventLog, FileLock, write_atomic};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Role, TaskRecord, TaskSpec, Token};
 
@@ -101,9 +101,11 @@ impl Store {
         Err(Error::Internal("could not find a free token after 1000 tries; prune old tasks".into()))
     }
 
-    /// Save the record (atomically).
+    /// Save the record: atomically, and durably once it is final. A crash that loses a
+    /// starting or running record loses nothing true: the task would be `lost` anyway.
     pub fn write_record(&self, rec: &TaskRecord) -> Result<()> {
-        self.write_json(&self.task_dir(rec.token).join("record.json"), rec)
+        let how = if rec.ended.is_some() { Durability::Durable } else { Durability::Atomic };
+        self.write_json(&self.task_dir(rec.token).join("record.json"), rec, how)
     }
 
     /// Load the record; `UnknownToken` if there is no such task.
@@ -113,7 +115,7 @@ impl Store {
 
     /// Save the spec (once, before the supervisor starts).
     pub fn write_spec(&self, t: Token, spec: &TaskSpec) -> Result<()> {
-        self.write_json(&self.task_dir(t).join("spec.json"), spec)
+        self.write_json(&self.task_dir(t).join("spec.json"), spec, Durability::Atomic)
     }
 
     /// Load the spec.
@@ -121,9 +123,9 @@ impl Store {
         self.read_json(t, "spec.json")
     }
 
-    fn write_json<T: Serialize>(&self, path: &Path, value: &T) -> Result<()> {
+    fn write_json<T: Serialize>(&self, path: &Path, value: &T, how: Durability) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
-        write_atomic(path, &bytes)
+        write_atomic(path, &bytes, how)
     }
 
     fn read_json<T: DeserializeOwned>(&self, t: Token, name: &str) -> Result<T> {

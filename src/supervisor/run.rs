@@ -11,6 +11,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
@@ -22,6 +23,7 @@ use super::spawn::spawn_agent;
 use super::unix::{close_fds_from, descendants, own_children, signal_group, signal_pid};
 use crate::error::{IoContext, Result};
 use crate::store::Store;
+use crate::store::logfile::LineCounter;
 use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
@@ -75,7 +77,37 @@ struct Supervisor {
     note: Option<String>,
     kill_at: Option<Instant>,
     killed: bool,
+    /// The log, counted as it grows so that its end costs no full read.
+    log: Option<LogWatch>,
     _lock: OwnedFd,
+}
+
+/// A growing log and what has been counted of it.
+struct LogWatch {
+    changes: Inotify,
+    counter: LineCounter<File>,
+    /// More was written than the last pass counted.
+    behind: bool,
+}
+
+impl LogWatch {
+    fn open(path: &Path) -> Option<LogWatch> {
+        let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
+        let changes = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        changes.add_watch(path, AddWatchFlags::IN_MODIFY).ok()?;
+        Some(LogWatch { changes, counter: LineCounter::new(file), behind: true })
+    }
+
+    /// Count what was written since the last pass, a bounded slice at a time so that halts and
+    /// waiters are served between slices.
+    fn count_some(&mut self) {
+        while let Ok(events) = self.changes.read_events() {
+            if events.is_empty() {
+                break;
+            }
+        }
+        self.behind = !matches!(self.counter.advance(16 << 20), Ok(true));
+    }
 }
 
 impl Supervisor {
@@ -130,6 +162,7 @@ impl Supervisor {
             let _ = nix::unistd::dup2_stdout(null);
         }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let store_log = store.log_path(&rec.role, rec.token);
         Ok(Some(Supervisor {
             store,
             rec,
@@ -143,6 +176,7 @@ impl Supervisor {
             note: None,
             kill_at: None,
             killed: false,
+            log: LogWatch::open(&store_log),
             _lock: lock,
         }))
     }
@@ -174,31 +208,46 @@ impl Supervisor {
         }
     }
 
-    /// Wait for a signal, a connection, a client's request or `until`; handle what came.
+    /// Wait for a signal, a connection, a client's request, log growth or `until`; handle what
+    /// came.
     fn poll_once(&mut self, until: Option<Instant>) {
-        let timeout = until.map_or(PollTimeout::NONE, |t| {
-            let ms = t.saturating_duration_since(Instant::now()).as_millis().min(60_000) as u16;
-            PollTimeout::from(ms)
-        });
+        let behind = self.log.as_ref().is_some_and(|l| l.behind);
+        let timeout = if behind {
+            PollTimeout::ZERO
+        } else {
+            until.map_or(PollTimeout::NONE, |t| {
+                let ms = t.saturating_duration_since(Instant::now()).as_millis().min(60_000) as u16;
+                PollTimeout::from(ms)
+            })
+        };
         let ready: Vec<bool> = {
             let mut fds = vec![
                 PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
             ];
+            if let Some(l) = &self.log {
+                fds.push(PollFd::new(l.changes.as_fd(), PollFlags::POLLIN));
+            }
             fds.extend(self.clients.iter().map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)));
             match poll(&mut fds, timeout) {
                 Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
                 Err(_) => vec![false; fds.len()],
             }
         };
+        let first_client = if self.log.is_some() { 3 } else { 2 };
         if ready[0] {
             self.on_signals();
         }
+        if let Some(l) = self.log.as_mut()
+            && (behind || ready[2])
+        {
+            l.count_some();
+        }
         // Clients first: `ready` covers only those that were polled.
-        let mut i = ready.len() - 2;
+        let mut i = ready.len() - first_client;
         while i > 0 {
             i -= 1;
-            if ready[2 + i] && !self.read_client(i) {
+            if ready[first_client + i] && !self.read_client(i) {
                 self.clients.swap_remove(i);
             }
         }
@@ -292,7 +341,11 @@ impl Supervisor {
     }
 
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
-        let leftovers = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
+        // Anything the agent left behind has been reparented to us (we are a subreaper), so
+        // the cheap look at our own children decides whether /proc needs scanning at all.
+        let orphans = own_children().iter().any(|&p| p != self.child);
+        let leftovers =
+            if orphans { descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count() } else { 0 };
         // After a stop everything was signalled already; only an agent that exited on its own
         // can be said to have left processes running.
         if leftovers > 0 && self.stop.is_none() {
@@ -310,7 +363,8 @@ impl Supervisor {
             });
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
-        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone()) {
+        let lines = self.log.as_mut().and_then(|l| l.counter.advance(u64::MAX).ok().map(|_| l.counter.total()));
+        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), lines) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.answer(|want| want == Some(Request::Wait));
@@ -363,7 +417,8 @@ impl Supervisor {
 /// Record that the agent could not be started, then tell the launcher why (the record is
 /// final by the time the launcher returns).
 fn refuse_start(store: &Store, rec: &mut TaskRecord, error: String) -> Result<()> {
-    let saved = store.finish(rec, Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) }, None);
+    let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) };
+    let saved = store.finish(rec, outcome, None, None);
     report(&format!("error {error}"));
     saved
 }

@@ -46,6 +46,8 @@ fn refused_halts_exit_2_and_change_nothing() {
     let token = done["token"].as_str().unwrap();
     let record = h.path().join("tasks").join(token).join("record.json");
     let before = std::fs::read(&record).unwrap();
+    let outside = h.path().parent().unwrap().join("x");
+    let outside_before = outside.exists();
 
     let r = h.run(&["halt", token], 2);
     assert!(r.stderr.contains("already finished (completed)"), "{}", r.stderr);
@@ -57,7 +59,8 @@ fn refused_halts_exit_2_and_change_nothing() {
     assert_eq!(r.json()["kind"], "invalid_token");
 
     assert_eq!(std::fs::read(&record).unwrap(), before, "a refused halt changed the record");
-    assert!(!h.path().join("x").exists() && !h.path().parent().unwrap().join("x").exists());
+    assert!(!h.path().join("x").exists());
+    assert_eq!(outside.exists(), outside_before, "`../x` reached outside the home");
 }
 
 #[test]

@@ -1,0 +1,401 @@
+"""agentctl beside pueue, the shell and the OS floor, measured in one run; prints one table.
+
+Run through scripts/bench, which builds agentctl, installs pueue and builds helper.c first.
+Every figure is a median over repetitions (min-max shown), each peer measured the same way.
+"""
+
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = ROOT / "target" / "bench"
+AGENTCTL = str(ROOT / "target" / "release" / "agentctl")
+SUMMARIZE = str(ROOT / "target" / "release" / "examples" / "summarize")
+HELPER = str(BUILD / "helper")
+PUEUE = str(BUILD / "tools" / "bin" / "pueue")
+PUEUED = str(BUILD / "tools" / "bin" / "pueued")
+GIB = 1 << 30
+
+ROWS = []
+
+
+def quiet(cmd, **kw):
+    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True, **kw)
+
+
+def wall_ms(cmd, **kw):
+    t = time.perf_counter()
+    out = quiet(cmd, **kw)
+    return (time.perf_counter() - t) * 1000, out.stdout
+
+
+def stats(xs):
+    xs = sorted(xs)
+    p99 = xs[min(len(xs) - 1, int(len(xs) * 0.99))]
+    return {"median": statistics.median(xs), "min": xs[0], "max": xs[-1], "p99": p99}
+
+
+def fmt(s, unit, digits=1):
+    return f"{s['median']:.{digits}f} {unit} ({s['min']:.{digits}f}–{s['max']:.{digits}f})"
+
+
+def row(figure, ours, peers, ratio, target):
+    ROWS.append((figure, ours, peers, ratio, target))
+    print(f"  {figure}: {ours} | {peers} | {ratio} | {target}", flush=True)
+
+
+def private_kib(pid):
+    """Private memory of a process (clean + dirty), from smaps_rollup."""
+    total = 0
+    for line in pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith(("Private_Clean:", "Private_Dirty:", "Private_Hugetlb:")):
+            total += int(line.split()[1])
+    return total
+
+
+class Agentctl:
+    def __init__(self, tmp):
+        self.home = tmp / "agentctl-home"
+        self.env = dict(os.environ, AGENTCTL_HOME=str(self.home))
+        self.env.pop("AGENTCTL_SESSION", None)
+        self.env.pop("AGENTCTL_TOKEN", None)
+
+    def cmd(self, *args):
+        return [AGENTCTL, *args]
+
+    def run(self, *args):
+        return quiet(self.cmd(*args), env=self.env).stdout
+
+    def start(self, *argv):
+        return json.loads(self.run("--json", "run", "--async", "--", *argv))["token"]
+
+    def record(self, token):
+        return json.loads((self.home / "tasks" / token / "record.json").read_text())
+
+
+class Pueue:
+    """A private pueue daemon: own config, data and socket; shut down and removed at the end."""
+
+    def __init__(self, tmp):
+        self.dir = tmp / "pueue"
+        (self.dir / "run").mkdir(parents=True)
+        self.config = self.dir / "pueue.yml"
+        self.config.write_text(
+            "shared:\n"
+            f"  pueue_directory: {self.dir / 'data'}\n"
+            f"  runtime_directory: {self.dir / 'run'}\n"
+            "  use_unix_socket: true\n"
+            f"  unix_socket_path: {self.dir / 'run' / 'pueue.sock'}\n"
+            "daemon:\n"
+            "  callback: null\n"
+        )
+
+    def __enter__(self):
+        subprocess.Popen([PUEUED, "-c", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        end = time.monotonic() + 30
+        while True:
+            try:
+                self.run("status")
+                break
+            except subprocess.CalledProcessError:
+                if time.monotonic() > end:
+                    raise
+                time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self.run("kill", "--all")
+        except subprocess.CalledProcessError:
+            pass
+        try:
+            self.run("shutdown")
+        except subprocess.CalledProcessError:
+            pass
+
+    def cmd(self, *args):
+        return [PUEUE, "-c", str(self.config), *args]
+
+    def run(self, *args):
+        return quiet(self.cmd(*args)).stdout
+
+    def reset(self):
+        self.run("kill", "--all")
+        self.run("reset", "--force")
+        time.sleep(0.2)
+
+    def daemon_pid(self):
+        return int((self.dir / "run" / "pueue.pid").read_text())
+
+
+def fig_start(ag, pq, tmp, n=40):
+    log = tmp / "nohup.log"
+    cases = {
+        "agentctl": ag.cmd("run", "--async", "--", "true"),
+        "pueue": pq.cmd("add", "--immediate", "--", "true"),
+        "nohup": ["sh", "-c", f"nohup true >{log} 2>&1 & echo $!"],
+        "OS floor": [HELPER, "detach", "true"],
+    }
+    res = {}
+    for name, cmd in cases.items():
+        env = ag.env if name == "agentctl" else None
+        for _ in range(3):
+            quiet(cmd, env=env)
+        res[name] = stats([wall_ms(cmd, env=env)[0] for _ in range(n)])
+    a = res["agentctl"]["median"]
+    row(
+        "1. start (run in background until the id is printed)",
+        fmt(res["agentctl"], "ms", 2),
+        f"pueue {fmt(res['pueue'], 'ms', 2)}; nohup {fmt(res['nohup'], 'ms', 2)}; OS floor {fmt(res['OS floor'], 'ms', 2)}",
+        f"{a / res['pueue']['median']:.2f}× pueue, {a / res['OS floor']['median']:.2f}× floor, {a / res['nohup']['median']:.2f}× nohup",
+        "≤ 0.5× pueue, ≤ 2.5× floor",
+    )
+
+
+def fig_slack(ag, pq, tmp, n=10):
+    stamp = tmp / "stamp"
+
+    def slack(start, wait):
+        stamp.unlink(missing_ok=True)
+        handle = start()
+        wait(handle)
+        returned = time.time_ns()
+        return (returned - int(stamp.read_text())) / 1e6
+
+    res = {
+        "agentctl": [
+            slack(lambda: ag.start(HELPER, "stamp", str(stamp), "0.2"), lambda t: ag.run("await", t))
+            for _ in range(n)
+        ],
+        "pueue": [
+            slack(
+                lambda: pq.run("add", "--print-task-id", "--", HELPER, "stamp", str(stamp), "0.2").strip(),
+                lambda i: pq.run("wait", i),
+            )
+            for _ in range(n)
+        ],
+        "shell": [
+            slack(
+                lambda: quiet(["sh", "-c", f"nohup {HELPER} stamp {stamp} 0.2 >/dev/null 2>&1 & echo $!"]).stdout.strip(),
+                lambda pid: quiet(["sh", "-c", f"while kill -0 {pid} 2>/dev/null; do sleep 1; done"]),
+            )
+            for _ in range(n)
+        ],
+    }
+    res = {k: stats(v) for k, v in res.items()}
+    row(
+        "2. completion slack (waiter returns − child exited)",
+        fmt(res["agentctl"], "ms"),
+        f"pueue wait {fmt(res['pueue'], 'ms', 0)}; shell kill -0 loop {fmt(res['shell'], 'ms', 0)}",
+        f"{res['pueue']['median'] / res['agentctl']['median']:.0f}× less than pueue",
+        "median ≤ 5 ms",
+    )
+
+
+def fig_throughput(ag, pq, tmp, n=200):
+    t = time.perf_counter()
+    tokens = [ag.start("true") for _ in range(n)]
+    for tok in tokens:
+        ag.run("await", tok)
+    ours = n / (time.perf_counter() - t)
+
+    pq.reset()
+    pq.run("parallel", str(n))
+    t = time.perf_counter()
+    for _ in range(n):
+        pq.run("add", "--", "true")
+    pq.run("wait")
+    theirs = n / (time.perf_counter() - t)
+
+    t = time.perf_counter()
+    pids = [quiet(["sh", "-c", "nohup true >/dev/null 2>&1 & echo $!"]).stdout.strip() for _ in range(n)]
+    quiet(["sh", "-c", f"for p in {' '.join(pids)}; do while kill -0 $p 2>/dev/null; do sleep 1; done; done"])
+    shell = n / (time.perf_counter() - t)
+    row(
+        f"3. throughput ({n} tasks of `true`, started then all waited for)",
+        f"{ours:.0f} tasks/s",
+        f"pueue {theirs:.0f} tasks/s; shell {shell:.0f} tasks/s",
+        f"{ours / theirs:.1f}× pueue",
+        "≥ 5× pueue",
+    )
+
+
+def fig_memory(ag, pq, tmp, n=100):
+    tokens = [ag.start("sleep", "600") for _ in range(n)]
+    sups = [ag.record(t)["started"]["supervisor_pid"] for t in tokens]
+    ours = sum(private_kib(p) for p in sups) / n
+    for t in tokens:
+        ag.run("halt", t, "--grace", "0.2s")
+
+    pq.reset()
+    pq.run("parallel", str(n))
+    idle = private_kib(pq.daemon_pid())
+    for _ in range(n):
+        pq.run("add", "--", "sleep", "600")
+    time.sleep(1)
+    busy = private_kib(pq.daemon_pid())
+    theirs = (busy - idle) / n
+    pq.reset()
+    row(
+        f"4. private memory per running task ({n} `sleep` tasks)",
+        f"{ours:.0f} KiB (the task's supervisor)",
+        f"pueue {theirs:.0f} KiB (daemon growth per task; {busy} KiB in all)",
+        f"{ours / max(theirs, 1):.1f}× pueue",
+        "≤ 1024 KiB",
+    )
+
+
+def fig_log_capture(ag, pq, tmp, n=3):
+    out = tmp / "direct.out"
+    direct, ours = [], []
+    for _ in range(n):
+        direct.append(wall_ms(["sh", "-c", f"{HELPER} write {GIB} > {out}"])[0])
+        out.unlink()
+        ms, stdout = wall_ms(ag.cmd("--json", "run", "--sync", "--", HELPER, "write", str(GIB)), env=ag.env)
+        ours.append(ms)
+        log = pathlib.Path(json.loads(stdout)["log_path"])
+        keep = tmp / "one-gib.log"
+        if not keep.exists():
+            log.rename(keep)
+        else:
+            log.unlink()
+    d, a = stats(direct), stats(ours)
+    row(
+        "5. log capture (agent writes 1 GiB to stdout)",
+        fmt(a, "ms", 0),
+        f"redirect to a file {fmt(d, 'ms', 0)}",
+        f"{d['median'] / a['median']:.2f}× the redirect's speed",
+        "≥ 0.95×",
+    )
+
+
+def fig_summary(ag, pq, tmp, n=5):
+    log = tmp / "one-gib.log"
+    runs = [json.loads(quiet([SUMMARIZE, str(log)]).stdout) for _ in range(n)]
+    ms = stats([r["ms"] for r in runs])
+    peak = max(r["peak_rss_kib"] for r in runs)
+    tail = stats([wall_ms(["tail", "-c", "65536", str(log)])[0] for _ in range(n)])
+    row(
+        "6. summary of a 1 GiB log",
+        f"{fmt(ms, 'ms', 2)}, peak RSS {peak / 1024:.1f} MiB",
+        f"`tail -c 64K` (process included) {fmt(tail, 'ms', 2)}",
+        "-",
+        "≤ 50 ms, ≤ 16 MiB",
+    )
+
+
+def fig_listing(ag, pq, tmp, n=10_000, reps=5):
+    # 10 000 finished tasks: one real one, cloned under fresh tokens (listing reads records only).
+    seed = ag.start("true")
+    ag.run("await", seed)
+    rec = ag.record(seed)
+    tasks = ag.home / "tasks"
+    hist = ag.home / "subagents" / rec["role"] / "data" / "history"
+    for i in range(n):
+        tok = f"{i + 0x100000:06x}"[-6:]
+        if tok == seed:
+            continue
+        d = tasks / tok
+        d.mkdir(mode=0o700, exist_ok=True)
+        rec["token"] = tok
+        (d / "record.json").write_text(json.dumps(rec))
+        shutil.copy(tasks / seed / "spec.json", d / "spec.json")
+        (d / "lock").touch()
+        shutil.copy(hist / f"{seed}.log", hist / f"{tok}.log")
+        shutil.copy(hist / f"{seed}.summary.md", hist / f"{tok}.summary.md")
+    ours = stats([wall_ms(ag.cmd("--json", "list"), env=ag.env)[0] for _ in range(reps)])
+
+    pq.reset()
+    subprocess.run(
+        ["xargs", "-P", "4", "-n", "1", "sh", "-c", f'"{PUEUE}" -c "{pq.config}" add --stashed -- true >/dev/null'],
+        input="\n".join("x" for _ in range(n)),
+        text=True,
+        check=True,
+    )
+    count = len(json.loads(pq.run("status", "--json"))["tasks"])
+    theirs = stats([wall_ms(pq.cmd("status", "--json"))[0] for _ in range(reps)])
+    pq.reset()
+    row(
+        f"7. listing {n} tasks as JSON",
+        fmt(ours, "ms", 0),
+        f"pueue status --json ({count} tasks) {fmt(theirs, 'ms', 0)}",
+        f"{ours['median'] / theirs['median']:.2f}× pueue's time",
+        "≤ 1× pueue",
+    )
+
+
+def fig_mcp(ag, pq, tmp, n=200):
+    import anyio
+    from mcp import Client, StdioServerParameters
+
+    token = ag.start("true")
+    ag.run("await", token)
+
+    async def measure():
+        params = StdioServerParameters(command=AGENTCTL, args=["mcp"], env={"AGENTCTL_HOME": str(ag.home)})
+        async with Client(params) as c:
+            for _ in range(20):
+                await c.call_tool("await", {"token": token})
+                await c.list_tools()
+            awaits, lists = [], []
+            for _ in range(n):
+                t = time.perf_counter()
+                await c.call_tool("await", {"token": token})
+                awaits.append((time.perf_counter() - t) * 1000)
+                t = time.perf_counter()
+                await c.list_tools()
+                lists.append((time.perf_counter() - t) * 1000)
+            return stats(awaits), stats(lists)
+
+    aw, ls = anyio.run(measure)
+    row(
+        "8. MCP round trip (Python SDK client over stdio)",
+        f"await (finished task) {aw['median']:.2f} ms, p99 {aw['p99']:.2f} ms",
+        f"tools/list {ls['median']:.2f} ms, p99 {ls['p99']:.2f} ms",
+        "-",
+        "await ≤ 2 ms median",
+    )
+
+
+def machine():
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))
+    kernel = os.uname().release
+    pueue = quiet([PUEUE, "--version"]).stdout.strip()
+    return f"{os.cpu_count()} × {cpu}, {int(mem) // 1024 // 1024} GiB, Linux {kernel}, {pueue}"
+
+
+def main():
+    figures = [fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp]
+    only = set(sys.argv[1:])
+    with tempfile.TemporaryDirectory(prefix="agentctl-bench-", dir=BUILD) as tmp:
+        tmp = pathlib.Path(tmp)
+        ag = Agentctl(tmp)
+        with Pueue(tmp) as pq:
+            for i, fig in enumerate(figures, 1):
+                if not only or str(i) in only:
+                    fig(ag, pq, tmp)
+        # Anything still running under agentctl (a failed figure) is halted before cleanup.
+        for t in json.loads(ag.run("--json", "list", "--status", "running"))["tasks"]:
+            ag.run("halt", t["token"], "--grace", "0.1s")
+    lines = [
+        f"Machine: {machine()}",
+        "",
+        "| figure | agentctl | peers | ratio | target |",
+        "|---|---|---|---|---|",
+        *[f"| {f} | {o} | {p} | {r} | {t} |" for f, o, p, r, t in ROWS],
+    ]
+    table = "\n".join(lines)
+    (BUILD / "table.md").write_text(table + "\n")
+    print("\n" + table)
+
+
+if __name__ == "__main__":
+    main()
