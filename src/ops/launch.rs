@@ -99,16 +99,12 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
     if template.uses_question_file() {
         write_private(&question_file, question.as_bytes())?;
     }
-    let mut argv = template.render(&Vars {
+    let argv = template.render(&Vars {
         role: req.role.as_str(),
         question: &question,
         question_file: &question_file.to_string_lossy(),
         token: token.as_str(),
     })?;
-    if argv[0].contains('/') {
-        // One meaning for a relative path: the task's directory, as checked above.
-        argv[0] = program.to_string_lossy().into_owned();
-    }
     let mut env = template.env.clone();
     env.insert("AGENTCTL_TOKEN".into(), token.to_string());
     env.insert("AGENTCTL_SESSION".into(), session.clone());
@@ -120,6 +116,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
     write_private(&store.log_path(&req.role, token), b"")?;
     let spec = TaskSpec {
         argv,
+        program: Some(program),
         cwd,
         env,
         deadline_ms: deadline.map(|d| d.as_millis() as u64),
@@ -136,10 +133,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
         ended: None,
     };
     store.write_record(&rec)?;
-    let s = store.clone();
-    tokio::task::spawn_blocking(move || supervisor::launch(&s, token, lock))
-        .await
-        .map_err(|e| Error::Internal(format!("launch thread failed: {e}")))??;
+    // A few milliseconds of blocking work, done in place: a thread for it would cost more.
+    supervisor::launch(store, token, lock)?;
     Ok(token)
 }
 

@@ -22,8 +22,12 @@ pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> s
         .open(&log_path)
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let err = log.try_clone().map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
-    let mut cmd = Command::new(&spec.argv[0]);
-    cmd.args(&spec.argv[1..])
+    let mut cmd = match &spec.program {
+        Some(program) => Command::new(program),
+        None => Command::new(&spec.argv[0]),
+    };
+    cmd.arg0(&spec.argv[0])
+        .args(&spec.argv[1..])
         .current_dir(&spec.cwd)
         .envs(&spec.env)
         .stdin(Stdio::null())

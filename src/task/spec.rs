@@ -8,8 +8,12 @@ use serde::{Deserialize, Serialize};
 /// The command, directory, extra environment and limits of one task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskSpec {
-    /// The agent's argv; `argv[0]` is looked up on `PATH` when it has no `/`.
+    /// The agent's argv, as it will see it.
     pub argv: Vec<String>,
+    /// The program `argv[0]` resolved to when the task was created (so the supervisor's exec
+    /// does not walk `PATH` again); without it, `argv[0]` is looked up on `PATH`.
+    #[serde(default)]
+    pub program: Option<PathBuf>,
     /// The absolute directory the agent runs in.
     pub cwd: PathBuf,
     /// Variables set on top of the launcher's environment.
