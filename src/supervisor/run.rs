@@ -20,7 +20,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 use super::control::{DONE, Request};
 use super::launch::{LOCK_FD, report};
 use super::spawn::spawn_agent;
-use super::unix::{close_fds_from, descendants, own_children, signal_group, signal_pid};
+use super::unix::{close_fds_from, descendants, own_children, own_leftovers, signal_group, signal_pid};
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::store::logfile::LineCounter;
@@ -335,7 +335,8 @@ impl Supervisor {
     fn kill_all(&mut self) {
         self.killed = true;
         signal_group(self.child, Signal::SIGKILL);
-        for pid in own_children() {
+        signal_pid(self.child, Signal::SIGKILL);
+        for pid in own_leftovers(self.child) {
             signal_pid(pid, Signal::SIGKILL);
         }
     }
@@ -343,7 +344,7 @@ impl Supervisor {
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
         // Anything the agent left behind has been reparented to us (we are a subreaper), so
         // the cheap look at our own children decides whether /proc needs scanning at all.
-        let orphans = own_children().iter().any(|&p| p != self.child);
+        let orphans = !own_leftovers(self.child).is_empty();
         let leftovers =
             if orphans { descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count() } else { 0 };
         // After a stop everything was signalled already; only an agent that exited on its own
@@ -352,7 +353,7 @@ impl Supervisor {
             let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
             signal_group(self.child, sig);
             signal_group(self.child, Signal::SIGCONT);
-            for pid in own_children().into_iter().filter(|&p| p != self.child) {
+            for pid in own_leftovers(self.child) {
                 signal_pid(pid, sig);
                 signal_pid(pid, Signal::SIGCONT);
             }
@@ -385,7 +386,8 @@ impl Supervisor {
         let kill_at = Instant::now() + Duration::from_millis(self.spec.grace_ms);
         loop {
             reap_others(self.child);
-            if own_children().iter().all(|&p| p == self.child) {
+            // Other tasks' supervisors below us go on; we leave them to whoever adopts them next.
+            if own_leftovers(self.child).is_empty() {
                 return;
             }
             if Instant::now() >= kill_at && !self.killed {

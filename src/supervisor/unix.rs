@@ -34,17 +34,39 @@ fn parent_links() -> Vec<(i32, i32)> {
     links
 }
 
-/// Every live descendant of `root`, found through `/proc/*/stat` parent links.
+/// Every live descendant of `root`, found through `/proc/*/stat` parent links, except other
+/// tasks: a supervisor below us (a task started from inside ours) and all it runs are left out.
 pub fn descendants(root: Pid) -> Vec<Pid> {
     let links = parent_links();
     let mut found = vec![root.as_raw()];
     let mut i = 0;
     while i < found.len() {
         let parent = found[i];
-        found.extend(links.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p));
+        let children = links.iter().filter(|(_, pp)| *pp == parent).map(|(p, _)| *p);
+        found.extend(children.filter(|&p| !is_supervisor(Pid::from_raw(p))).collect::<Vec<_>>());
         i += 1;
     }
     found.into_iter().skip(1).map(Pid::from_raw).collect()
+}
+
+/// Whether `pid` is another task's supervisor: this same binary, run as `__supervise`. A task
+/// started from inside ours lands below us (we are a subreaper), but it has a life, a record and
+/// a `halt` of its own: it is never one of our leftovers.
+pub fn is_supervisor(pid: Pid) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
+    if !cmdline.split(|&b| b == 0).any(|arg| arg == b"__supervise") {
+        return false;
+    }
+    match (fs::metadata(format!("/proc/{pid}/exe")), fs::metadata("/proc/self/exe")) {
+        (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
+        _ => false,
+    }
+}
+
+/// Our direct children that belong to this task (not other tasks' supervisors), agent excluded.
+pub fn own_leftovers(agent: Pid) -> Vec<Pid> {
+    own_children().into_iter().filter(|&p| p != agent && !is_supervisor(p)).collect()
 }
 
 /// Fields 3 to 6 of `/proc/PID/stat`: state, parent, process group, session.

@@ -182,7 +182,8 @@ fn notify_needs_a_task_or_a_session_and_tasks_report_their_subtasks_to_themselve
     );
 
     // A task's own sub-tasks report to the session named after it.
-    let parent = h.run(&["--json", "run", "--sync", "--", &fake_agent(), "spawn", "0"], 0).json();
+    // The sub-task outlives its parent: ending the parent must not end it (another task).
+    let parent = h.run(&["--json", "run", "--sync", "--", &fake_agent(), "spawn", "1"], 0).json();
     let parent_token = parent["token"].as_str().unwrap();
     let sub = h.run(&["--json", "wait", "--session", parent_token, "--timeout", "20s"], 0).json();
     assert_eq!(sub["summary"], "sub-task done");
