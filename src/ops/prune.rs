@@ -4,8 +4,8 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
+use super::query::records;
 use super::view::TaskView;
-use super::wait::refresh;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
 use crate::task::unix_ms;
@@ -38,14 +38,8 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
         ));
     }
     let now = unix_ms(SystemTime::now());
-    let mut finished: Vec<_> = Vec::new();
-    for token in store.tokens()? {
-        match refresh(store, token) {
-            Ok(rec) if rec.status().is_final() => finished.push(rec),
-            Ok(_) | Err(Error::UnknownToken { .. }) => {}
-            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
-        }
-    }
+    let mut finished = records(store)?;
+    finished.retain(|r| r.status().is_final());
     // Newest first, so `keep` spares the most recent ones.
     finished.sort_by_key(|r| std::cmp::Reverse(r.ended.as_ref().map_or(0, |e| e.at_ms)));
     let cutoff = rule.older_than.map(|d| now.saturating_sub(d.as_millis() as u64));

@@ -9,7 +9,7 @@ use super::wait::{await_task, refresh};
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
 use crate::summary::clean_line;
-use crate::task::{Role, Status, Token};
+use crate::task::{Role, Status, TaskRecord, Token};
 
 /// The current state of one task.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
@@ -23,8 +23,8 @@ pub struct ListFilter {
     pub role: Option<Role>,
 }
 
-/// Every task of the home matching `filter`, oldest first.
-pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
+/// The record of every task in the home, refreshed (a dead supervisor's task is recorded lost).
+pub(super) fn records(store: &Store) -> Result<Vec<TaskRecord>> {
     let mut recs = Vec::new();
     for token in store.tokens()? {
         match refresh(store, token) {
@@ -35,6 +35,12 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
             Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
         }
     }
+    Ok(recs)
+}
+
+/// Every task of the home matching `filter`, oldest first.
+pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
+    let mut recs = records(store)?;
     recs.retain(|r| {
         filter.status.is_none_or(|s| r.status() == s) && filter.role.as_ref().is_none_or(|ro| &r.role == ro)
     });

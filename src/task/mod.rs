@@ -15,5 +15,5 @@ pub use outcome::{Outcome, Status, StopReason};
 pub use record::{Ended, Started, TaskRecord, one_line_preview, unix_ms};
 pub use role::Role;
 pub use spec::TaskSpec;
-pub use template::{ARG_MAX_ELEMENT, Template, Vars};
+pub use template::{Template, Vars};
 pub use token::{Token, input_preview};
