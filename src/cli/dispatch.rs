@@ -95,12 +95,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Wait(w) => {
-            let session = ops::session_of(w.session.as_deref())?;
             let kinds = match &w.types {
                 Some(t) => EventKind::parse_list(t)?,
                 None => Vec::new(),
             };
-            let event = ops::wait_event(&store, &session, &kinds, parse_duration(&w.timeout)?).await?;
+            let event = ops::wait_event(&store, w.session.as_deref(), &kinds, parse_duration(&w.timeout)?).await?;
             Ok(out.event(&event))
         }
         Command::Notify(n) => {
@@ -109,9 +108,6 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Events(e) => {
-            if let Some(s) = &e.session {
-                ops::session_of(Some(s))?;
-            }
             if e.follow {
                 ops::follow_events(&store, e.session.as_deref(), |ev| out.logged_event(ev)).await?;
             } else {

@@ -271,21 +271,19 @@ impl AgentctlServer {
     ) -> std::result::Result<CallToolResult, ErrorData> {
         let asked = p.kinds().and_then(|k| {
             let limit = seconds("timeout_secs", p.timeout_secs.unwrap_or(55.0).min(AWAIT_CAP_SECS))?;
-            Ok((k, limit, ops::session_of(p.session.as_deref())?))
+            Ok((k, limit))
         });
-        let (kinds, limit, session) = match asked {
+        let (kinds, limit) = match asked {
             Ok(a) => a,
             Err(e) => return Ok(result::error(&e)),
         };
         let started = tokio::time::Instant::now();
-        let progress =
-            || format!("waiting for an event of session {session} for {:.0}s", started.elapsed().as_secs_f64());
-        Ok(match self.watch(ops::wait_event(&self.store, &session, &kinds, limit), &ctx, progress).await {
+        let progress = || format!("waiting for an event for {:.0}s", started.elapsed().as_secs_f64());
+        let wait = ops::wait_event(&self.store, p.session.as_deref(), &kinds, limit);
+        Ok(match self.watch(wait, &ctx, progress).await {
             Some(Ok(e)) => result::structured(&e, e.describe(), false),
             Some(Err(e)) => result::error(&e),
-            None => {
-                result::error(&Error::Usage(format!("the wait was cancelled; events of session {session} stay queued")))
-            }
+            None => result::error(&Error::Usage("the wait was cancelled; the session's events stay queued".into())),
         })
     }
 

@@ -39,12 +39,13 @@ fn check_session(s: &str) -> Result<()> {
     })
 }
 
-/// Wait up to `limit` for the oldest unconsumed event of `session` of one of `kinds` (empty:
-/// any) and consume it; a `timeout` event if none came. Wakes on changes to the event log
-/// (inotify), never by polling. Safe to cancel: an event is consumed only in a step that
-/// cannot be interrupted, and then returned.
-pub async fn wait_event(store: &Store, session: &str, kinds: &[EventKind], limit: Duration) -> Result<Event> {
-    check_session(session)?;
+/// Wait up to `limit` for the oldest unconsumed event of the session (`session`, else the
+/// `session_of` default) of one of `kinds` (empty: any) and consume it; a `timeout` event if
+/// none came. Wakes on changes to the event log (inotify), never by polling. Safe to cancel: an
+/// event is consumed only in a step that cannot be interrupted, and then returned.
+pub async fn wait_event(store: &Store, session: Option<&str>, kinds: &[EventKind], limit: Duration) -> Result<Event> {
+    let session = session_of(session)?;
+    let session = session.as_str();
     let deadline = Instant::now() + limit;
     let log = store.events();
     // Watch first, then look: an event appended in between still wakes us.
@@ -97,6 +98,7 @@ pub struct LoggedEvent {
 
 /// The events of `session` (or of every session), oldest first, consuming nothing.
 pub fn read_events(store: &Store, session: Option<&str>) -> Result<Vec<LoggedEvent>> {
+    session.map(check_session).transpose()?;
     let (events, consumed) = store.events().read_all()?;
     Ok(events
         .into_iter()
@@ -112,6 +114,7 @@ pub async fn follow_events(
     session: Option<&str>,
     mut show: impl FnMut(&LoggedEvent) -> std::io::Result<()>,
 ) -> Result<()> {
+    session.map(check_session).transpose()?;
     let mut changes = Changes::watch(store.events().dir())?;
     let mut seen = 0;
     loop {
