@@ -61,9 +61,9 @@ pub struct WaitArgs {
     /// Wait until the task ends
     #[arg(long, conflicts_with = "wait")]
     pub sync: bool,
-    /// Wait up to D for the result before handing back a token
-    #[arg(long, value_name = "D", default_value = "10s")]
-    pub wait: String,
+    /// Wait up to D for the result before handing back a token [default: 10s]
+    #[arg(long, value_name = "D")]
+    pub wait: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -108,17 +108,17 @@ pub struct RunArgs {
 #[derive(Debug, Args)]
 pub struct AwaitArgs {
     pub token: String,
-    /// Give up waiting after D (the task keeps running)
-    #[arg(long, value_name = "D", default_value = "55s")]
-    pub timeout: String,
+    /// Give up waiting after D (the task keeps running) [default: 55s]
+    #[arg(long, value_name = "D")]
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Args)]
 pub struct HaltArgs {
     pub token: String,
-    /// Time between SIGTERM and SIGKILL
-    #[arg(long, value_name = "D", default_value = "5s")]
-    pub grace: String,
+    /// Time between SIGTERM and SIGKILL [default: 5s]
+    #[arg(long, value_name = "D")]
+    pub grace: Option<String>,
     /// Also remove the task's log and summary
     #[arg(long)]
     pub purge: bool,
@@ -168,9 +168,9 @@ pub struct WaitEventArgs {
     /// Only these event types, comma-separated: task_finished, message, question
     #[arg(long, value_name = "TYPES")]
     pub types: Option<String>,
-    /// Give up after D and print a `timeout` event
-    #[arg(long, value_name = "D", default_value = "55s")]
-    pub timeout: String,
+    /// Give up after D and print a `timeout` event [default: 55s]
+    #[arg(long, value_name = "D")]
+    pub timeout: Option<String>,
 }
 
 #[derive(Debug, Args)]

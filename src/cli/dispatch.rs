@@ -3,6 +3,7 @@
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
 
@@ -57,12 +58,12 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Run(r) => launch(&store, out, &r.role, What::Run { argv: r.command }, &r.wait, &r.launch).await,
         Command::Await(a) => {
-            let limit = parse_duration(&a.timeout)?;
+            let limit = duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
             let v = ops::await_task(&store, Token::parse(&a.token)?, Some(limit)).await?;
             Ok(out.task(&v))
         }
         Command::Halt(h) => {
-            let grace = parse_duration(&h.grace)?;
+            let grace = duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?;
             let v = ops::halt(&store, Token::parse(&h.token)?, grace, h.purge).await?;
             out.task(&v);
             Ok(ExitCode::SUCCESS)
@@ -99,7 +100,13 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 Some(t) => EventKind::parse_list(t)?,
                 None => Vec::new(),
             };
-            let event = ops::wait_event(&store, w.session.as_deref(), &kinds, parse_duration(&w.timeout)?).await?;
+            let event = ops::wait_event(
+                &store,
+                w.session.as_deref(),
+                &kinds,
+                duration_or(w.timeout.as_deref(), ops::AWAIT_TIMEOUT)?,
+            )
+            .await?;
             Ok(out.event(&event))
         }
         Command::Notify(n) => {
@@ -138,7 +145,7 @@ async fn launch(store: &Store, out: &Out, role: &str, what: What, w: &WaitArgs, 
     } else if w.sync {
         Wait::Sync
     } else {
-        Wait::For(parse_duration(&w.wait)?)
+        Wait::For(duration_or(w.wait.as_deref(), ops::HYBRID_WAIT)?)
     };
     let req = Launch {
         role: Role::parse(role)?,
@@ -150,6 +157,11 @@ async fn launch(store: &Store, out: &Out, role: &str, what: What, w: &WaitArgs, 
     };
     let v: TaskView = ops::start(store, req).await?;
     Ok(out.task(&v))
+}
+
+/// A duration the user gave, or the default when they gave none.
+fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
+    given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
 }
 
 fn read_stdin() -> Result<String> {

@@ -7,11 +7,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
+use crate::ops::{HYBRID_WAIT, Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
 use crate::task::{EventKind, Role, Status};
 
-/// The longest one `await` call blocks, whatever it asks for.
-pub const AWAIT_CAP_SECS: f64 = 300.0;
+/// The longest one `await` (or `wait_for_event`) call blocks, whatever it asks for.
+pub const AWAIT_CAP: Duration = Duration::from_secs(300);
 
 /// How to start a task and how long to wait for it: shared by `ask` and `run`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -117,6 +117,11 @@ impl WaitForEventParams {
     }
 }
 
+/// Seconds from a client, checked, or `default` when none were given.
+pub fn seconds_or(what: &str, secs: Option<f64>, default: Duration) -> Result<Duration> {
+    secs.map(|s| seconds(what, s)).transpose().map(|d| d.unwrap_or(default))
+}
+
 /// Seconds from a client, checked.
 pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
     Duration::try_from_secs_f64(secs)
@@ -127,7 +132,7 @@ impl LaunchOptions {
     /// The launch request for `role` running `what` with these options.
     fn into_launch(self, role: &str, what: What) -> Result<Launch> {
         let wait =
-            if self.run_async { Wait::Async } else { Wait::For(seconds("wait_secs", self.wait_secs.unwrap_or(10.0))?) };
+            if self.run_async { Wait::Async } else { Wait::For(seconds_or("wait_secs", self.wait_secs, HYBRID_WAIT)?) };
         Ok(Launch {
             role: Role::parse(role)?,
             what,

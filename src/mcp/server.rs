@@ -13,8 +13,8 @@ use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool, tool_handler,
 use serde::Serialize;
 
 use super::params::{
-    AWAIT_CAP_SECS, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, NotifyParams, RunParams,
-    WaitForEventParams, seconds,
+    AWAIT_CAP, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, NotifyParams, RunParams, WaitForEventParams,
+    seconds_or,
 };
 use super::result;
 use crate::error::{Error, Result};
@@ -169,7 +169,7 @@ impl AgentctlServer {
             Ok(t) => t,
             Err(r) => return Ok(r),
         };
-        let limit = match seconds("timeout_secs", p.timeout_secs.unwrap_or(55.0).min(AWAIT_CAP_SECS)) {
+        let limit = match seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT).map(|d| d.min(AWAIT_CAP)) {
             Ok(d) => d,
             Err(e) => return Ok(result::error(&e)),
         };
@@ -194,7 +194,7 @@ impl AgentctlServer {
             Ok(t) => t,
             Err(r) => return Ok(r),
         };
-        let grace = match seconds("grace_secs", p.grace_secs.unwrap_or(5.0)) {
+        let grace = match seconds_or("grace_secs", p.grace_secs, ops::DEFAULT_GRACE) {
             Ok(d) => d,
             Err(e) => return Ok(result::error(&e)),
         };
@@ -270,7 +270,7 @@ impl AgentctlServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
         let asked = p.kinds().and_then(|k| {
-            let limit = seconds("timeout_secs", p.timeout_secs.unwrap_or(55.0).min(AWAIT_CAP_SECS))?;
+            let limit = seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT)?.min(AWAIT_CAP);
             Ok((k, limit))
         });
         let (kinds, limit) = match asked {

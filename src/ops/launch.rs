@@ -14,6 +14,9 @@ use crate::store::Store;
 use crate::supervisor;
 use crate::task::{Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms};
 
+/// The hybrid switch's default: a task still running after this gets its token handed back.
+pub const HYBRID_WAIT: Duration = Duration::from_secs(10);
+
 /// How long the launcher waits before handing back a token.
 #[derive(Clone, Copy, Debug)]
 pub enum Wait {

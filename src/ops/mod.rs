@@ -10,9 +10,9 @@ mod view;
 mod wait;
 
 pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
-pub use launch::{Launch, Wait, What, launch, settle, start};
+pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{ListFilter, follow, list, read_log, status};
 pub use view::{TaskView, human_duration};
-pub use wait::{DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};
+pub use wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};

@@ -13,6 +13,10 @@ use crate::task::{Outcome, Status, TaskRecord, Token};
 /// Time between SIGTERM and SIGKILL when halting, unless told otherwise.
 pub const DEFAULT_GRACE: Duration = Duration::from_secs(5);
 
+/// How long one `await` (or `wait` for an event) blocks, unless told otherwise: under the tool
+/// timeouts of MCP clients; call again to keep waiting.
+pub const AWAIT_TIMEOUT: Duration = Duration::from_secs(55);
+
 /// What `await` says while the task goes on.
 pub const STILL_RUNNING: &str = "Task still running. Call await again to continue waiting.";
 
