@@ -57,10 +57,6 @@ pub async fn serve(store: Store, allow_run: bool) -> Result<()> {
     Ok(())
 }
 
-fn token_of(s: &str) -> std::result::Result<Token, CallToolResult> {
-    Token::parse(s).map_err(|e| result::error(&e))
-}
-
 #[tool_router]
 impl AgentctlServer {
     fn new(store: Store, allow_run: bool) -> AgentctlServer {
@@ -107,21 +103,12 @@ impl AgentctlServer {
     }
 
     /// Launch, then settle with progress and cancellation.
-    async fn start(&self, launch: Result<ops::Launch>, ctx: RequestContext<RoleServer>) -> CallToolResult {
-        let launch = match launch {
-            Ok(l) => l,
-            Err(e) => return result::error(&e),
-        };
+    async fn start(&self, launch: Result<ops::Launch>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult> {
+        let launch = launch?;
         let wait = launch.wait;
-        let token = match ops::launch(&self.store, launch).await {
-            Ok(t) => t,
-            Err(e) => return result::error(&e),
-        };
-        match self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await {
-            Some(Ok(v)) => result::task(&v, None),
-            Some(Err(e)) => result::error(&e),
-            None => cancelled(token),
-        }
+        let token = ops::launch(&self.store, launch).await?;
+        let settled = self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await;
+        Ok(result::task(&settled.unwrap_or_else(|| Err(cancelled(token)))?, None))
     }
 
     #[tool(
@@ -135,7 +122,7 @@ impl AgentctlServer {
         Parameters(p): Parameters<AskParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        Ok(self.start(p.into_launch(), ctx).await)
+        answer(self.start(p.into_launch(), ctx).await)
     }
 
     #[tool(
@@ -149,7 +136,7 @@ impl AgentctlServer {
         Parameters(p): Parameters<RunParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        Ok(self.start(p.into_launch(), ctx).await)
+        answer(self.start(p.into_launch(), ctx).await)
     }
 
     #[tool(
@@ -165,21 +152,18 @@ impl AgentctlServer {
         Parameters(p): Parameters<AwaitParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let token = match token_of(&p.token) {
-            Ok(t) => t,
-            Err(r) => return Ok(r),
-        };
-        let limit = match seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT).map(|d| d.min(AWAIT_CAP)) {
-            Ok(d) => d,
-            Err(e) => return Ok(result::error(&e)),
-        };
-        Ok(
-            match self.watch(ops::await_task(&self.store, token, Some(limit)), &ctx, || self.task_progress(token)).await
-            {
-                Some(Ok(v)) => result::task(&v, None),
-                Some(Err(e)) => result::error(&e),
-                None => cancelled(token),
-            },
+        answer(
+            async {
+                let token = Token::parse(&p.token)?;
+                let limit = seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT)?.min(AWAIT_CAP);
+                let wait = ops::await_task(&self.store, token, Some(limit));
+                let v = self
+                    .watch(wait, &ctx, || self.task_progress(token))
+                    .await
+                    .unwrap_or_else(|| Err(cancelled(token)))?;
+                Ok(result::task(&v, None))
+            }
+            .await,
         )
     }
 
@@ -190,18 +174,15 @@ impl AgentctlServer {
         output_schema = schema_for_output::<TaskView>()
     )]
     async fn halt(&self, Parameters(p): Parameters<HaltParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        let token = match token_of(&p.token) {
-            Ok(t) => t,
-            Err(r) => return Ok(r),
-        };
-        let grace = match seconds_or("grace_secs", p.grace_secs, ops::DEFAULT_GRACE) {
-            Ok(d) => d,
-            Err(e) => return Ok(result::error(&e)),
-        };
-        Ok(match ops::halt(&self.store, token, grace, false).await {
-            Ok(v) => result::task(&v, Some(Status::Cancelled)),
-            Err(e) => result::error(&e),
-        })
+        answer(
+            async {
+                let token = Token::parse(&p.token)?;
+                let grace = seconds_or("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
+                let v = ops::halt(&self.store, token, grace, false).await?;
+                Ok(result::task(&v, Some(Status::Cancelled)))
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -211,19 +192,15 @@ impl AgentctlServer {
         output_schema = schema_for_output::<TaskList>()
     )]
     async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        let listed = p.filter().and_then(|f| ops::list(&self.store, &f));
-        Ok(match listed {
-            Ok(tasks) => {
-                let text = tasks
-                    .iter()
-                    .map(|v| format!("{} {} {} {} lines: {}", v.token, v.role, v.status, v.line_count, v.question))
-                    .collect::<Vec<_>>()
-                    .join("\n");
-                let text = if text.is_empty() { "no tasks".to_owned() } else { text };
-                result::structured(&TaskList { count: tasks.len(), tasks }, text, false)
-            }
-            Err(e) => result::error(&e),
-        })
+        answer(p.filter().and_then(|f| ops::list(&self.store, &f)).map(|tasks| {
+            let text = tasks
+                .iter()
+                .map(|v| format!("{} {} {} {} lines: {}", v.token, v.role, v.status, v.line_count, v.question))
+                .collect::<Vec<_>>()
+                .join("\n");
+            let text = if text.is_empty() { "no tasks".to_owned() } else { text };
+            result::structured(&TaskList { count: tasks.len(), tasks }, text, false)
+        }))
     }
 
     #[tool(
@@ -234,12 +211,8 @@ impl AgentctlServer {
         output_schema = schema_for_output::<LogPage>()
     )]
     async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        let token = match token_of(&p.token) {
-            Ok(t) => t,
-            Err(r) => return Ok(r),
-        };
-        Ok(match ops::log_page(&self.store, token, p.window(), p.raw) {
-            Ok(page) => {
+        answer(Token::parse(&p.token).and_then(|token| ops::log_page(&self.store, token, p.window(), p.raw)).map(
+            |page| {
                 let mut text = page.lines.join("\n");
                 if let Some(next) = page.next_offset {
                     text.push_str(&format!(
@@ -248,9 +221,8 @@ impl AgentctlServer {
                     ));
                 }
                 result::structured(&page, text, false)
-            }
-            Err(e) => result::error(&e),
-        })
+            },
+        ))
     }
 }
 
@@ -269,22 +241,19 @@ impl AgentctlServer {
         Parameters(p): Parameters<WaitForEventParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        let asked = p.kinds().and_then(|k| {
-            let limit = seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT)?.min(AWAIT_CAP);
-            Ok((k, limit))
-        });
-        let (kinds, limit) = match asked {
-            Ok(a) => a,
-            Err(e) => return Ok(result::error(&e)),
-        };
-        let started = tokio::time::Instant::now();
-        let progress = || format!("waiting for an event for {:.0}s", started.elapsed().as_secs_f64());
-        let wait = ops::wait_event(&self.store, p.session.as_deref(), &kinds, limit);
-        Ok(match self.watch(wait, &ctx, progress).await {
-            Some(Ok(e)) => result::structured(&e, e.describe(), false),
-            Some(Err(e)) => result::error(&e),
-            None => result::error(&Error::Usage("the wait was cancelled; the session's events stay queued".into())),
-        })
+        answer(
+            async {
+                let kinds = p.kinds()?;
+                let limit = seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT)?.min(AWAIT_CAP);
+                let started = tokio::time::Instant::now();
+                let progress = || format!("waiting for an event for {:.0}s", started.elapsed().as_secs_f64());
+                let wait = ops::wait_event(&self.store, p.session.as_deref(), &kinds, limit);
+                let cancelled = || Err(Error::Usage("the wait was cancelled; the session's events stay queued".into()));
+                let e = self.watch(wait, &ctx, progress).await.unwrap_or_else(cancelled)?;
+                Ok(result::structured(&e, e.describe(), false))
+            }
+            .await,
+        )
     }
 
     #[tool(
@@ -294,21 +263,23 @@ impl AgentctlServer {
         output_schema = schema_for_output::<Event>()
     )]
     async fn notify(&self, Parameters(p): Parameters<NotifyParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        let session = match p.session.map(Ok).unwrap_or_else(|| ops::session_of(None)) {
-            Ok(s) => s,
-            Err(e) => return Ok(result::error(&e)),
-        };
-        Ok(match ops::notify(&self.store, Some(&session), p.question, &p.message) {
-            Ok(e) => result::structured(&e, e.describe(), false),
-            Err(e) => result::error(&e),
-        })
+        answer((|| {
+            let session = p.session.map(Ok).unwrap_or_else(|| ops::session_of(None))?;
+            let e = ops::notify(&self.store, Some(&session), p.question, &p.message)?;
+            Ok(result::structured(&e, e.describe(), false))
+        })())
     }
 }
 
-/// The answer to a call the client cancelled (clients normally discard it).
-fn cancelled(token: Token) -> CallToolResult {
-    let e = Error::Usage(format!("the wait was cancelled; task {token} keeps running. {STILL_RUNNING}"));
-    result::error(&e)
+/// What a call the client cancelled answers (clients normally discard it).
+fn cancelled(token: Token) -> Error {
+    Error::Usage(format!("the wait was cancelled; task {token} keeps running. {STILL_RUNNING}"))
+}
+
+/// A tool's answer: refusals and failures become results with `isError: true` and the message
+/// that says what to do; only malformed requests are protocol errors (rmcp raises those).
+fn answer(r: Result<CallToolResult>) -> std::result::Result<CallToolResult, ErrorData> {
+    Ok(r.unwrap_or_else(|e| result::error(&e)))
 }
 
 #[tool_handler(router = self.tool_router)]
