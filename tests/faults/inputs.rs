@@ -1,10 +1,11 @@
 //! 11. Hostile tokens, roles, session names and paths are refused before any file is touched.
 
 use std::path::Path;
+use std::time::Duration;
 
 use serde_json::json;
 
-use crate::common::{Home, fake_agent};
+use crate::common::{Home, alive, fake_agent, wait_until};
 use crate::raw_mcp::RawMcp;
 
 fn tree(dir: &Path) -> Vec<String> {
@@ -25,7 +26,11 @@ fn tree(dir: &Path) -> Vec<String> {
 #[test]
 fn hostile_names_are_refused_and_touch_nothing() {
     let h = Home::new();
-    h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0);
+    let token =
+        h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json()["token"].as_str().unwrap().to_owned();
+    // `run` answers once the record is final; the supervisor then removes its socket and exits.
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    wait_until(Duration::from_secs(20), "the supervisor to exit", || !alive(sup));
     let before = tree(h.path().parent().unwrap());
     let long = "a".repeat(10_000);
     let hostile = ["..", "../x", "a/b", "/etc/passwd", "ab\u{301}cdé", "Ａ3f2c1", &long, "", " ", "a\tb", "..\\x"];
