@@ -46,11 +46,30 @@ pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> s
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            reset_dispositions();
             Ok(())
         });
     }
     match cmd.spawn() {
         Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
         Err(e) => Err(format!("cannot run `{}`: {e}", spec.argv[0])),
+    }
+}
+
+/// Set every signal back to its default action. Exec resets caught signals but keeps ignored
+/// ones, so an agentctl started under `nohup` (or a runner that ignores SIGTERM) would hand its
+/// agents a SIGTERM they cannot receive. The raw system call also reaches the two real-time
+/// signals libc reserves for itself. Async-signal-safe.
+fn reset_dispositions() {
+    // The kernel's `struct sigaction` all zero: SIG_DFL, no flags, no restorer, empty mask.
+    let default = [0u64; 4];
+    for sig in 1..=64 {
+        if sig != libc::SIGKILL && sig != libc::SIGSTOP {
+            // SAFETY: the kernel reads 32 bytes of `default` (8-byte mask); no old action is
+            // returned.
+            unsafe {
+                libc::syscall(libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8usize);
+            }
+        }
     }
 }

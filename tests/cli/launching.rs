@@ -103,14 +103,18 @@ fn sync_waits_for_the_final_result() {
 #[test]
 fn agent_gets_a_clean_process_state_and_its_environment() {
     let h = Home::new();
-    // The launcher itself holds an extra inheritable descriptor (fd 7), as shells often do.
+    // The launcher itself holds an extra inheritable descriptor (fd 7), as shells often do, and
+    // ignores hangups, interrupts and terminations, as under nohup or some CI runners.
     let mut launcher = h.cmd();
     launcher.args(["--json", "run", "--session", "lead", "--", &fake_agent(), "fds"]);
     let extra = std::fs::File::open("/dev/null").unwrap();
     let extra_fd = std::os::fd::AsRawFd::as_raw_fd(&extra);
-    // SAFETY: dup2 is async-signal-safe; fd 7 is left open (not CLOEXEC) for the exec.
+    // SAFETY: signal and dup2 are async-signal-safe; fd 7 is left open (not CLOEXEC) for the exec.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut launcher, move || {
+            for sig in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM, libc::SIGQUIT] {
+                libc::signal(sig, libc::SIG_IGN);
+            }
             if libc::dup2(extra_fd, 7) == -1 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
         });
     }
@@ -119,6 +123,7 @@ fn agent_gets_a_clean_process_state_and_its_environment() {
     let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
     assert!(log.contains("fds: 0 1 2 \n"), "the agent inherited more than stdio: {log}");
     assert!(log.contains("SigBlk:\t0000000000000000"), "{log}");
+    assert!(log.contains("SigIgn:\t0000000000000000"), "the agent inherited ignored signals: {log}");
 
     let r = h.run(&["--json", "run", "--session", "lead", "--", &fake_agent(), "env", "a b", "$(touch x)"], 0);
     let v = r.json();
