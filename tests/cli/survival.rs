@@ -36,6 +36,14 @@ fn a_hangup_of_the_launching_terminal_does_not_stop_the_task() {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0);
+    // A terminal's job takes hangups by default, even when this test runs under nohup.
+    // SAFETY: signal is async-signal-safe.
+    unsafe {
+        launcher.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let mut child = launcher.spawn().unwrap();
     let group = Pid::from_raw(child.id() as i32);
     wait_until(Duration::from_secs(10), "the task to start", || {
