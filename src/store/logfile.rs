@@ -24,7 +24,9 @@ impl<R: Read> LineCounter<R> {
     /// Count up to `budget` more bytes; true when it caught up with what has been written.
     pub fn advance(&mut self, budget: u64) -> io::Result<bool> {
         if self.buf.is_empty() {
-            self.buf = vec![0u8; 64 * 1024];
+            // Small at first: most logs counted while a task starts are empty or short, and
+            // every fresh page costs a fault.
+            self.buf = vec![0u8; 4 * 1024];
         }
         let mut read = 0u64;
         while read < budget {
@@ -34,6 +36,9 @@ impl<R: Read> LineCounter<R> {
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
             };
+            if n == self.buf.len() && n < 64 * 1024 {
+                self.buf.resize(64 * 1024, 0);
+            }
             self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
             self.last = Some(self.buf[n - 1]);
             read += n as u64;

@@ -1,10 +1,17 @@
 //! Starting a task's supervisor: detached (own session, double fork, nothing inherited but the
 //! task's lock on fd 3), reporting "started" or the exec error before the launcher returns.
+//! The CLI forks it from itself; the multi-threaded MCP server executes `__supervise`.
 
-use std::io::Read;
+use std::fs::File;
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 
+use nix::fcntl::OFlag;
+use nix::unistd::{ForkResult, fork, pipe2, setsid};
+
+use super::unix::{name_supervisor, set_cmdline, single_threaded};
 use crate::error::{Error, IoContext, Result};
 use crate::store::{FileLock, Store};
 use crate::task::Token;
@@ -13,7 +20,16 @@ use crate::task::Token;
 pub(super) const LOCK_FD: i32 = 3;
 
 /// Start the supervisor of `token`, handing it `lock`. Returns the agent's pid once it runs.
+///
+/// A single-threaded launcher (the CLI) forks the supervisor from itself; a multi-threaded one
+/// (the MCP server), where a forked child may only exec, runs this binary as `__supervise`.
+/// Both end the same: a detached process in its own session, its lock on descriptor 3, the
+/// report pipe on stdout.
 pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
+    if single_threaded() { launch_in_place(store, token, lock) } else { launch_by_exec(store, token, lock) }
+}
+
+fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
     let exe = if cfg!(target_os = "linux") {
         // Works even when the binary was replaced on disk since this process started.
         std::path::PathBuf::from("/proc/self/exe")
@@ -21,7 +37,8 @@ pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
         std::env::current_exe().ctx(|| "cannot find the agentctl binary".into())?
     };
     let mut cmd = Command::new(exe);
-    cmd.arg("--home")
+    cmd.arg0("agentctl")
+        .arg("--home")
         .arg(store.home())
         .arg("__supervise")
         .arg(token.as_str())
@@ -36,9 +53,7 @@ pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
             if libc::setsid() == -1 {
                 return Err(std::io::Error::last_os_error());
             }
-            let rc =
-                if lock_fd == LOCK_FD { libc::fcntl(LOCK_FD, libc::F_SETFD, 0) } else { libc::dup2(lock_fd, LOCK_FD) };
-            if rc == -1 {
+            if hand_over_lock(lock_fd) == -1 {
                 return Err(std::io::Error::last_os_error());
             }
             Ok(())
@@ -48,10 +63,66 @@ pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
     // The supervisor's descriptor shares the lock now; closing ours leaves it held.
     drop(lock);
     let mut child = spawned.ctx(|| "cannot start the task's supervisor".into())?;
-    let mut report = String::new();
-    let read = child.stdout.take().expect("piped").read_to_string(&mut report);
+    let report = child.stdout.take().expect("piped");
     // The first process exits as soon as it has forked the real supervisor.
-    let _ = child.wait();
+    read_report(report.into(), token, || {
+        let _ = child.wait();
+    })
+}
+
+/// Fork the supervisor from this single-threaded process: one program start-up less than
+/// `launch_by_exec`, the same detachment (new session, stdio and lock in place). One fork, not
+/// two: the supervisor is this process's child, and the CLI that launched it exits (or returns
+/// from its wait) long before a zombie could matter; init or a subreaper adopts it then.
+fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
+    let (from_supervisor, to_launcher) =
+        pipe2(OFlag::O_CLOEXEC).ctx(|| "cannot create the start-report pipe".into())?;
+    let null = File::options().read(true).write(true).open("/dev/null").ctx(|| "cannot open /dev/null".into())?;
+    // Nothing buffered may be written twice, by the child too.
+    let _ = std::io::stdout().flush();
+    // SAFETY: the process has one thread, so the child may run any code. It never returns into
+    // the caller: it ends with _exit, after the supervisor's life or a failed step.
+    match unsafe { fork() }.ctx(|| "cannot fork the task's supervisor".into())? {
+        ForkResult::Parent { .. } => {
+            drop(to_launcher);
+            // The supervisor's descriptor shares the lock now; closing ours leaves it held.
+            drop(lock);
+            read_report(from_supervisor, token, || {})
+        }
+        ForkResult::Child => {
+            name_supervisor();
+            let detached = setsid().is_ok()
+                && [(null.as_raw_fd(), 0), (to_launcher.as_raw_fd(), 1), (null.as_raw_fd(), 2)]
+                    // SAFETY: dup2 onto the standard descriptors of this child.
+                    .iter()
+                    .all(|&(from, to)| unsafe { libc::dup2(from, to) } != -1)
+                && std::env::set_current_dir("/").is_ok()
+                && hand_over_lock(lock.raw_fd()) != -1;
+            let code = if detached {
+                set_cmdline(&["agentctl", "__supervise", token.as_str()]);
+                if super::run::serve(store.clone(), token) == std::process::ExitCode::SUCCESS { 0 } else { 70 }
+            } else {
+                report(&format!("error cannot detach the supervisor: {}", std::io::Error::last_os_error()));
+                70
+            };
+            // SAFETY: ends this child without unwinding into the caller or running its
+            // destructors (the runtime, the launcher's buffers).
+            unsafe { libc::_exit(code) }
+        }
+    }
+}
+
+/// Put the held lock on `LOCK_FD`, inheritable. Async-signal-safe; -1 on failure.
+fn hand_over_lock(fd: i32) -> i32 {
+    // SAFETY: fcntl and dup2 on descriptors this process owns.
+    unsafe { if fd == LOCK_FD { libc::fcntl(LOCK_FD, libc::F_SETFD, 0) } else { libc::dup2(fd, LOCK_FD) } }
+}
+
+/// Read the supervisor's start report to its end, reap the first child with `reap`, and parse it.
+fn read_report(pipe: OwnedFd, token: Token, reap: impl FnOnce()) -> Result<i32> {
+    let mut report = String::new();
+    let read = File::from(pipe).read_to_string(&mut report);
+    reap();
     read.ctx(|| "cannot read the supervisor's start report".into())?;
     parse_report(&report, token)
 }
@@ -72,7 +143,6 @@ fn parse_report(report: &str, token: Token) -> Result<i32> {
 
 /// Write the start report on the supervisor's stdout (a pipe to the launcher).
 pub(super) fn report(line: &str) {
-    use std::io::Write;
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{line}");
     let _ = out.flush();

@@ -20,7 +20,9 @@ use nix::unistd::{ForkResult, Pid, fork};
 use super::control::{DONE, Request};
 use super::launch::{LOCK_FD, report};
 use super::spawn::spawn_agent;
-use super::unix::{close_fds_from, descendants, own_children, own_leftovers, signal_group, signal_pid};
+use super::unix::{
+    close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
+};
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::store::logfile::LineCounter;
@@ -28,6 +30,7 @@ use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, uni
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
+    name_supervisor();
     // SAFETY: the process is single-threaded here (no runtime has been started).
     match unsafe { fork() } {
         // SAFETY: _exit skips destructors that would flush the start-report pipe twice.
@@ -38,13 +41,18 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
             return ExitCode::from(70);
         }
     }
-    let store = match Store::open(home) {
-        Ok(s) => s,
+    match Store::open(home) {
+        Ok(store) => serve(store, token),
         Err(e) => {
             report(&format!("error {e}"));
-            return ExitCode::from(70);
+            ExitCode::from(70)
         }
-    };
+    }
+}
+
+/// The supervisor's whole life, in a detached process whose stdout is the start-report pipe and
+/// whose descriptor 3 holds the task's lock.
+pub(super) fn serve(store: Store, token: Token) -> ExitCode {
     match Supervisor::start(store, token) {
         Ok(Some(mut sup)) => {
             sup.run();

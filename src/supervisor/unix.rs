@@ -49,19 +49,62 @@ pub fn descendants(root: Pid) -> Vec<Pid> {
     found.into_iter().skip(1).map(Pid::from_raw).collect()
 }
 
-/// Whether `pid` is another task's supervisor: this same binary, run as `__supervise`. A task
-/// started from inside ours lands below us (we are a subreaper), but it has a life, a record and
-/// a `halt` of its own: it is never one of our leftovers.
+/// The name (`comm`) every supervisor gives itself, by which it is told from an agent's
+/// processes. At most 15 bytes.
+const SUPERVISOR_NAME: &str = "agentctl-sv";
+
+/// Name this process a supervisor, before it forks the one that lives on, so that no moment
+/// exists when an adopting supervisor could take it for a leftover.
+pub fn name_supervisor() {
+    let _ = nix::sys::prctl::set_name(c"agentctl-sv");
+}
+
+/// Whether `pid` is another task's supervisor: this same binary, named `SUPERVISOR_NAME`. A
+/// task started from inside ours lands below us (we are a subreaper), but it has a life, a
+/// record and a `halt` of its own: it is never one of our leftovers.
 pub fn is_supervisor(pid: Pid) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(cmdline) = fs::read(format!("/proc/{pid}/cmdline")) else { return false };
-    if !cmdline.split(|&b| b == 0).any(|arg| arg == b"__supervise") {
+    let Ok(comm) = fs::read_to_string(format!("/proc/{pid}/comm")) else { return false };
+    if comm.trim_end_matches('\n') != SUPERVISOR_NAME {
         return false;
     }
     match (fs::metadata(format!("/proc/{pid}/exe")), fs::metadata("/proc/self/exe")) {
         (Ok(theirs), Ok(ours)) => theirs.dev() == ours.dev() && theirs.ino() == ours.ino(),
         _ => false,
     }
+}
+
+/// Show `words` as this process's command line (`ps`, `/proc/PID/cmdline`), in the space the
+/// original arguments took, cut short if they were shorter. A forked supervisor would otherwise
+/// show the launcher's command line.
+pub fn set_cmdline(words: &[&str]) {
+    let Some(fields) = stat_fields("self") else { return };
+    let mut f = fields.split(' ').skip(45).map(|n| n.parse::<usize>().ok());
+    let (Some(Some(start)), Some(Some(end))) = (f.next(), f.next()) else { return };
+    if start == 0 || end <= start {
+        return;
+    }
+    let text = words.join("\0");
+    let len = end - start;
+    let n = text.len().min(len - 1);
+    // SAFETY: [arg_start, arg_end) is this process's own argument area on its initial stack:
+    // mapped, writable, and read by nothing else of ours after launch. It stays NUL-terminated.
+    unsafe {
+        std::ptr::write_bytes(start as *mut u8, 0, len);
+        std::ptr::copy_nonoverlapping(text.as_ptr(), start as *mut u8, n);
+    }
+}
+
+/// Whether this process runs one thread, so that a forked child may go on running Rust code.
+pub fn single_threaded() -> bool {
+    stat_fields("self").is_some_and(|f| f.split(' ').nth(17) == Some("1"))
+}
+
+/// `/proc/PID/stat` from field 3 (state) on. The command name (field 2) may hold spaces and
+/// parentheses: the fields resume after the last ')'.
+fn stat_fields(pid: &str) -> Option<String> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    Some(stat[stat.rfind(')')? + 2..].to_owned())
 }
 
 /// Our direct children that belong to this task (not other tasks' supervisors), agent excluded.
@@ -71,9 +114,8 @@ pub fn own_leftovers(agent: Pid) -> Vec<Pid> {
 
 /// Fields 3 to 6 of `/proc/PID/stat`: state, parent, process group, session.
 fn stat_of(pid: i32) -> Option<(char, i32, i32, i32)> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields resume after the last ')'.
-    let mut f = stat[stat.rfind(')')? + 2..].split(' ');
+    let fields = stat_fields(&pid.to_string())?;
+    let mut f = fields.split(' ');
     let state = f.next()?.chars().next()?;
     let num = |s: Option<&str>| s?.parse().ok();
     Some((state, num(f.next())?, num(f.next())?, num(f.next())?))

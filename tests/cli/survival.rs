@@ -59,3 +59,26 @@ fn a_hangup_of_the_launching_terminal_does_not_stop_the_task() {
     assert_eq!(done["status"], "completed");
     assert_eq!(done["summary"], "hung up on");
 }
+
+#[test]
+fn the_supervisor_is_detached_and_named() {
+    let h = Home::new();
+    let token = h.start(&["sleep", "30"]);
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    let proc = |what: &str| std::fs::read_link(format!("/proc/{sup}/{what}")).unwrap();
+    // Its own session, stdio away from the launcher's terminal.
+    let stat = std::fs::read_to_string(format!("/proc/{sup}/stat")).unwrap();
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    let sid: i64 = fields[3].parse().unwrap();
+    assert_ne!(sid, nix::unistd::getsid(None).unwrap().as_raw() as i64, "the supervisor shares our session");
+    assert_eq!(proc("fd/0"), std::path::Path::new("/dev/null"));
+    assert_eq!(proc("fd/1"), std::path::Path::new("/dev/null"));
+    assert_eq!(proc("cwd"), std::path::Path::new("/"));
+    // Named, so that a supervisor adopting it (a task started inside a task) spares it, and
+    // shown as what it is rather than as the launcher's command line.
+    assert_eq!(std::fs::read_to_string(format!("/proc/{sup}/comm")).unwrap(), "agentctl-sv\n");
+    let cmdline = std::fs::read(format!("/proc/{sup}/cmdline")).unwrap();
+    let words: Vec<&[u8]> = cmdline.split(|&b| b == 0).filter(|w| !w.is_empty()).collect();
+    assert_eq!(words, [&b"agentctl"[..], b"__supervise", token.as_bytes()]);
+    h.run(&["halt", &token, "--grace", "1s"], 0);
+}

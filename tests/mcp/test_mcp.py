@@ -1,6 +1,7 @@
 """`agentctl mcp` driven by the official MCP Python SDK (2.x) over stdio."""
 
 import os
+from pathlib import Path
 import signal
 import statistics
 import time
@@ -105,6 +106,11 @@ async def test_progress_arrives_and_cancelling_stops_waiting_but_not_the_task(ho
         r = await c.call_tool("run", {"command": [FAKE, "tick", "200", "0.1"], "async": True})
         token = r.structured_content["token"]
         sup = record(home, token)["started"]["supervisor_pid"]
+        # The server has threads, so it executes the supervisor rather than forking it; the
+        # supervisor names itself all the same.
+        assert Path(f"/proc/{sup}/comm").read_text() == "agentctl-sv\n"
+        assert Path(f"/proc/{sup}/cmdline").read_bytes().split(b"\0")[0] == b"agentctl"
+        assert b"__supervise" in Path(f"/proc/{sup}/cmdline").read_bytes().split(b"\0")
         idle_fds = open_fds(sup)
         progress = []
 
