@@ -51,7 +51,7 @@ impl TaskView {
         let elapsed_ms = rec.elapsed_ms(unix_ms(SystemTime::now()));
         let line_count = match &rec.ended {
             Some(e) => e.line_count,
-            None => logfile::line_count(&log_path).unwrap_or(0),
+            None => logfile::line_count(&log_path, &store.lines_path(rec.token)).unwrap_or(0),
         };
         let summary = if !with_summary {
             None

@@ -86,6 +86,7 @@ impl Store {
         event.summary = Some(summary_preview(&summary));
         on_full_disk(&|| self.events().append(event.clone()).map(drop), &mut notes)?;
         let _ = fs::remove_file(&reserve);
+        let _ = fs::remove_file(self.lines_path(t));
         self.clean_strays(rec);
         Ok(())
     }

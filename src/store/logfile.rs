@@ -13,12 +13,50 @@ pub struct LineCounter<R> {
     lines: u64,
     last: Option<u8>,
     buf: Vec<u8>,
+    /// Bytes counted, including those of a resumed checkpoint.
+    read: u64,
+}
+
+/// A count of the first `bytes` of a log, published by the supervisor as the log grows so that
+/// a reader counts only what came after. One line of text: `BYTES NEWLINES ENDS_WITH_NEWLINE`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub bytes: u64,
+    pub newlines: u64,
+    pub ends_with_newline: bool,
+}
+
+impl Checkpoint {
+    pub fn to_line(self) -> String {
+        format!("{} {} {}\n", self.bytes, self.newlines, u8::from(self.ends_with_newline))
+    }
+
+    pub fn parse(text: &str) -> Option<Checkpoint> {
+        let mut f = text.split_whitespace().map(|w| w.parse::<u64>().ok());
+        let (Some(Some(bytes)), Some(Some(newlines)), Some(Some(nl @ (0 | 1))), None) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            return None;
+        };
+        (newlines <= bytes).then_some(Checkpoint { bytes, newlines, ends_with_newline: nl == 1 })
+    }
 }
 
 impl<R: Read> LineCounter<R> {
     /// Count from `src`'s current position.
     pub fn new(src: R) -> LineCounter<R> {
-        LineCounter { src, lines: 0, last: None, buf: Vec::new() }
+        LineCounter { src, lines: 0, last: None, buf: Vec::new(), read: 0 }
+    }
+
+    /// Go on from `at`, read from `src`'s current position.
+    pub fn resume(src: R, at: Checkpoint) -> LineCounter<R> {
+        let last = at.bytes.checked_sub(1).map(|_| if at.ends_with_newline { b'\n' } else { b' ' });
+        LineCounter { src, lines: at.newlines, last, buf: Vec::new(), read: at.bytes }
+    }
+
+    /// Where the count stands, to be resumed later by another process.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { bytes: self.read, newlines: self.lines, ends_with_newline: self.last == Some(b'\n') }
     }
 
     /// Count up to `budget` more bytes; true when it caught up with what has been written.
@@ -42,6 +80,7 @@ impl<R: Read> LineCounter<R> {
             self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
             self.last = Some(self.buf[n - 1]);
             read += n as u64;
+            self.read += n as u64;
         }
         Ok(false)
     }
@@ -60,12 +99,24 @@ pub fn count_lines<R: Read + Seek>(src: &mut R) -> io::Result<u64> {
     Ok(counter.total())
 }
 
-/// The line count of the log at `path` (0 if it does not exist).
-pub fn line_count(path: &Path) -> io::Result<u64> {
-    match File::open(path) {
-        Ok(mut f) => count_lines(&mut f),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(e),
+/// The line count of the log at `path` (0 if it does not exist), counting on from the
+/// checkpoint saved at `checkpoint` when there is a usable one.
+pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
+    let mut f = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let saved = std::fs::read_to_string(checkpoint).ok().and_then(|t| Checkpoint::parse(&t));
+    match saved {
+        // A log never shrinks while its task runs; one that did is counted afresh.
+        Some(at) if at.bytes <= f.metadata()?.len() => {
+            f.seek(SeekFrom::Start(at.bytes))?;
+            let mut counter = LineCounter::resume(f, at);
+            counter.advance(u64::MAX)?;
+            Ok(counter.total())
+        }
+        _ => count_lines(&mut f),
     }
 }
 
@@ -104,6 +155,45 @@ mod tests {
     fn counts_lines() {
         for (text, n) in [("", 0), ("a", 1), ("a\n", 1), ("a\nb", 2), ("\n\n", 2)] {
             assert_eq!(count_lines(&mut Cursor::new(text.as_bytes())).unwrap(), n, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_count_resumed_from_any_checkpoint_equals_a_full_count() {
+        let texts = ["", "a", "a\n", "a\nb", "\n\n", "ab\ncd\n\nef", "x\ny\nz\n"];
+        for text in texts {
+            let bytes = text.as_bytes();
+            for cut in 0..=bytes.len() {
+                let mut first = LineCounter::new(Cursor::new(bytes[..cut].to_vec()));
+                first.advance(u64::MAX).unwrap();
+                let at = Checkpoint::parse(&first.checkpoint().to_line()).unwrap();
+                assert_eq!(at.bytes, cut as u64);
+                let mut rest = LineCounter::resume(Cursor::new(bytes[cut..].to_vec()), at);
+                rest.advance(u64::MAX).unwrap();
+                let full = count_lines(&mut Cursor::new(bytes)).unwrap();
+                assert_eq!(rest.total(), full, "{text:?} cut at {cut}");
+            }
+        }
+    }
+
+    #[test]
+    fn line_count_trusts_a_checkpoint_and_counts_only_what_follows() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("t.log");
+        let saved = dir.path().join("lines");
+        std::fs::write(&log, "1\n2\n3\n4\n5\n").unwrap();
+        assert_eq!(line_count(&log, &saved).unwrap(), 5, "no checkpoint: a full count");
+        std::fs::write(&saved, Checkpoint { bytes: 6, newlines: 3, ends_with_newline: true }.to_line()).unwrap();
+        assert_eq!(line_count(&log, &saved).unwrap(), 5);
+        // What comes before the checkpoint is not read again: a planted count shows through.
+        std::fs::write(&saved, Checkpoint { bytes: 6, newlines: 6, ends_with_newline: true }.to_line()).unwrap();
+        assert_eq!(line_count(&log, &saved).unwrap(), 8);
+        // A checkpoint past the end (the log was replaced) or unreadable: a full count.
+        std::fs::write(&saved, Checkpoint { bytes: 99, newlines: 3, ends_with_newline: true }.to_line()).unwrap();
+        assert_eq!(line_count(&log, &saved).unwrap(), 5);
+        for junk in ["", "6 3", "6 3 2", "6 7 1", "a b c", "6 3 1 9"] {
+            std::fs::write(&saved, junk).unwrap();
+            assert_eq!(line_count(&log, &saved).unwrap(), 5, "{junk:?}");
         }
     }
 }

@@ -62,6 +62,11 @@ impl Store {
         self.task_dir(t).join("ctl.sock")
     }
 
+    /// How much of a running task's log its supervisor has counted (see `logfile::Checkpoint`).
+    pub fn lines_path(&self, t: Token) -> PathBuf {
+        self.task_dir(t).join("lines")
+    }
+
     fn history_dir(&self, role: &Role) -> PathBuf {
         self.home.join("subagents").join(role.as_str()).join("data").join("history")
     }

@@ -6,7 +6,7 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -25,7 +25,8 @@ use super::unix::{
 };
 use crate::error::{IoContext, Result};
 use crate::store::Store;
-use crate::store::logfile::LineCounter;
+use crate::store::logfile::{Checkpoint, LineCounter};
+use crate::store::{Durability, write_atomic};
 use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
@@ -96,14 +97,49 @@ struct LogWatch {
     counter: LineCounter<File>,
     /// More was written than the last pass counted.
     behind: bool,
+    /// Where the count is published for `status`, `list` and `await`, and when it last was.
+    checkpoint: PathBuf,
+    published: Option<(Instant, Checkpoint)>,
+    /// When a count held back by `PUBLISH_EVERY` is to be published.
+    due: Option<Instant>,
 }
 
+/// How often, at most, the count is published while the log grows. Readers count what came after
+/// the checkpoint themselves, so a stale one costs them little and is never wrong.
+const PUBLISH_EVERY: Duration = Duration::from_secs(1);
+
 impl LogWatch {
-    fn open(path: &Path) -> Option<LogWatch> {
+    fn open(path: &Path, checkpoint: PathBuf) -> Option<LogWatch> {
         let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
         let changes = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
         changes.add_watch(path, AddWatchFlags::IN_MODIFY).ok()?;
-        Some(LogWatch { changes, counter: LineCounter::new(file), behind: true })
+        Some(LogWatch {
+            changes,
+            counter: LineCounter::new(file),
+            behind: true,
+            checkpoint,
+            published: None,
+            due: None,
+        })
+    }
+
+    /// Save the count for other processes, at most every `PUBLISH_EVERY`; a count held back is
+    /// published when its time comes (see `due`).
+    fn publish(&mut self) {
+        let now = Instant::now();
+        let at = self.counter.checkpoint();
+        self.due = None;
+        match self.published {
+            Some((_, last)) if last == at => return,
+            Some((when, _)) if now < when + PUBLISH_EVERY => {
+                self.due = Some(when + PUBLISH_EVERY);
+                return;
+            }
+            _ => {}
+        }
+        if write_atomic(&self.checkpoint, at.to_line().as_bytes(), Durability::Atomic).is_ok() {
+            self.published = Some((now, at));
+        }
     }
 
     /// Count what was written since the last pass, a bounded slice at a time so that halts and
@@ -115,6 +151,7 @@ impl LogWatch {
             }
         }
         self.behind = !matches!(self.counter.advance(16 << 20), Ok(true));
+        self.publish();
     }
 }
 
@@ -170,7 +207,7 @@ impl Supervisor {
             let _ = nix::unistd::dup2_stdout(null);
         }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let store_log = store.log_path(&rec.role, rec.token);
+        let log = LogWatch::open(&store.log_path(&rec.role, rec.token), store.lines_path(token));
         Ok(Some(Supervisor {
             store,
             rec,
@@ -184,7 +221,7 @@ impl Supervisor {
             note: None,
             kill_at: None,
             killed: false,
-            log: LogWatch::open(&store_log),
+            log,
             _lock: lock,
         }))
     }
@@ -194,7 +231,11 @@ impl Supervisor {
             if let Some(exit) = self.agent_exit() {
                 break exit;
             }
-            let wake = [self.kill_at.filter(|_| !self.killed), self.deadline.filter(|_| self.stop.is_none())];
+            let wake = [
+                self.kill_at.filter(|_| !self.killed),
+                self.deadline.filter(|_| self.stop.is_none()),
+                self.log.as_ref().and_then(|l| l.due),
+            ];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
         };
@@ -224,7 +265,8 @@ impl Supervisor {
             PollTimeout::ZERO
         } else {
             until.map_or(PollTimeout::NONE, |t| {
-                let ms = t.saturating_duration_since(Instant::now()).as_millis().min(60_000) as u16;
+                // Rounded up, so that a timer is never found not yet due on waking.
+                let ms = t.saturating_duration_since(Instant::now()).as_micros().div_ceil(1000).min(60_000) as u16;
                 PollTimeout::from(ms)
             })
         };
@@ -336,6 +378,11 @@ impl Supervisor {
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.kill_all();
         }
+        if let Some(log) = self.log.as_mut()
+            && log.due.is_some_and(|d| now >= d)
+        {
+            log.publish();
+        }
     }
 
     /// SIGKILL the group and our direct children. Both are safe from pid reuse: the group's
@@ -373,6 +420,8 @@ impl Supervisor {
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
         let lines = self.log.as_mut().and_then(|l| l.counter.advance(u64::MAX).ok().map(|_| l.counter.total()));
+        // The final count goes into the record; nothing is published after it.
+        self.log = None;
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), lines) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }

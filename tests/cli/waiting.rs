@@ -76,3 +76,27 @@ fn a_killed_supervisor_makes_the_task_lost_not_running() {
     assert_eq!(h.status(&token)["status"], "lost");
     wait_until(Duration::from_secs(5), "the agent to die with its supervisor", || !crate::common::alive(agent));
 }
+
+#[test]
+fn a_running_tasks_line_count_comes_from_the_supervisors_published_count() {
+    let h = Home::new();
+    let r = h.run(&["--json", "run", "--async", "--", "sh", "-c", "seq 1 200000; echo; printf partial; sleep 30"], 0);
+    let token = r.json()["token"].as_str().unwrap().to_owned();
+    let log = std::path::PathBuf::from(r.json()["log_path"].as_str().unwrap());
+    let saved = h.path().join("tasks").join(&token).join("lines");
+    // The supervisor publishes its count once it has caught up with the log.
+    wait_until(Duration::from_secs(20), "the count to be published up to the end", || {
+        let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+        std::fs::read_to_string(&saved).is_ok_and(|t| t.split(' ').next() == Some(&len.to_string()) && len > 0)
+    });
+    let published: Vec<u64> =
+        std::fs::read_to_string(&saved).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect();
+    assert_eq!(published[1], 200_001, "newlines counted: {published:?}");
+    assert_eq!(published[2], 0, "the log ends inside a line");
+    assert_eq!(h.status(&token)["line_count"], 200_002);
+    let listed = h.run(&["--json", "list"], 0).json();
+    assert_eq!(listed["tasks"][0]["line_count"], 200_002);
+    let done = h.run(&["--json", "halt", &token, "--grace", "1s"], 0).json();
+    assert_eq!(done["line_count"], 200_002);
+    assert!(!saved.exists(), "the published count outlived the task");
+}
