@@ -102,6 +102,8 @@ struct LogWatch {
     published: Option<(Instant, Checkpoint)>,
     /// When a count held back by `PUBLISH_EVERY` is to be published.
     due: Option<Instant>,
+    /// False once the record is final.
+    publishing: bool,
 }
 
 /// How often, at most, the count is published while the log grows. Readers count what came after
@@ -120,6 +122,7 @@ impl LogWatch {
             checkpoint,
             published: None,
             due: None,
+            publishing: true,
         })
     }
 
@@ -129,6 +132,9 @@ impl LogWatch {
         let now = Instant::now();
         let at = self.counter.checkpoint();
         self.due = None;
+        if !self.publishing {
+            return;
+        }
         match self.published {
             Some((_, last)) if last == at => return,
             Some((when, _)) if now < when + PUBLISH_EVERY => {
@@ -420,8 +426,13 @@ impl Supervisor {
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
         let lines = self.log.as_mut().and_then(|l| l.counter.advance(u64::MAX).ok().map(|_| l.counter.total()));
-        // The final count goes into the record; nothing is published after it.
-        self.log = None;
+        // The final count goes into the record; nothing is published after it. (The watch stays
+        // open: closing an inotify instance waits for an RCU grace period, many milliseconds
+        // that waiters would wait too.)
+        if let Some(l) = self.log.as_mut() {
+            l.publishing = false;
+            l.due = None;
+        }
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), lines) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
