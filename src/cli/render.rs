@@ -137,7 +137,7 @@ impl Out {
         for v in &p.removed {
             let _ = writeln!(w, "{verb} {} ({}) {} {}", v.token, v.role, v.status, v.question);
         }
-        let _ = writeln!(w, "{verb} {} finished task(s)", p.count);
+        let _ = writeln!(w, "{verb} {} finished task(s) and {} consumed event(s)", p.count, p.events_removed);
     }
 
     /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.

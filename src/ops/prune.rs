@@ -1,5 +1,7 @@
-//! Retention: removing finished tasks (record, log, summary), never a running one.
+//! Retention: removing finished tasks (record, log, summary, consumed events), never a running
+//! one.
 
+use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -8,7 +10,7 @@ use super::query::records;
 use super::view::TaskView;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
-use crate::task::unix_ms;
+use crate::task::{Token, unix_ms};
 
 /// Which finished tasks to remove.
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,6 +28,8 @@ pub struct PruneRule {
 pub struct Pruned {
     pub removed: Vec<TaskView>,
     pub count: usize,
+    /// Consumed events of the removed tasks, dropped from the event log.
+    pub events_removed: usize,
     pub dry_run: bool,
 }
 
@@ -57,5 +61,7 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
         }
         removed.push(view);
     }
-    Ok(Pruned { count: removed.len(), removed, dry_run: rule.dry_run })
+    let gone: HashSet<Token> = removed.iter().map(|v| v.token).collect();
+    let events_removed = if gone.is_empty() { 0 } else { store.events().compact(&gone, rule.dry_run)? };
+    Ok(Pruned { count: removed.len(), removed, events_removed, dry_run: rule.dry_run })
 }

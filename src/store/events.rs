@@ -9,9 +9,9 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::FileLock;
+use super::{Durability, FileLock, write_atomic};
 use crate::error::{IoContext, Result};
-use crate::task::{Event, EventKind};
+use crate::task::{Event, EventKind, Token};
 
 /// The event log of one home.
 #[derive(Clone, Debug)]
@@ -88,6 +88,50 @@ impl EventLog {
         writeln!(file, "{}", event.seq.unwrap_or_default()).ctx(what)?;
         file.sync_data().ctx(what)?;
         Ok(Some(event))
+    }
+}
+
+impl EventLog {
+    /// Drop the consumed events of `gone` tasks (removed by prune), rewriting the log and the
+    /// consumed list atomically under the lock; returns how many were (or, with `dry_run`, would
+    /// be) dropped. Events still waiting for a waiter stay, and so does the last event, which
+    /// carries the seq the next append counts on from.
+    pub fn compact(&self, gone: &HashSet<Token>, dry_run: bool) -> Result<usize> {
+        let _lock = self.lock()?;
+        let (path, consumed_path) = (self.log_path(), self.consumed_path());
+        let text = match fs::read(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
+        };
+        let (_, consumed) = self.read_all()?;
+        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
+        let last = lines.len().saturating_sub(1);
+        let mut kept = Vec::with_capacity(text.len());
+        let mut kept_seqs = Vec::new();
+        let mut dropped = 0;
+        for (i, line) in lines.iter().enumerate() {
+            let event = serde_json::from_slice::<Event>(line).ok();
+            let seq = event.as_ref().and_then(|e| e.seq);
+            let droppable = event.as_ref().and_then(|e| e.token).is_some_and(|t| gone.contains(&t))
+                && seq.is_some_and(|s| consumed.contains(&s));
+            if droppable && i != last {
+                dropped += 1;
+                continue;
+            }
+            kept.extend_from_slice(line);
+            kept.push(b'\n');
+            kept_seqs.extend(seq.filter(|s| consumed.contains(s)));
+        }
+        if dropped == 0 || dry_run {
+            return Ok(dropped);
+        }
+        let consumed_text: String = kept_seqs.iter().map(|s| format!("{s}\n")).collect();
+        // The log first: if we stop between the two, the old consumed list only names more
+        // events than the log holds, and no dropped event can come back as one to take.
+        write_atomic(&path, &kept, Durability::Durable)?;
+        write_atomic(&consumed_path, consumed_text.as_bytes(), Durability::Durable)?;
+        Ok(dropped)
     }
 }
 
@@ -189,5 +233,39 @@ mod tests {
         assert_eq!(e.seq, Some(2));
         let (events, _) = log.read_all().unwrap();
         assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [Some(1), Some(2)]);
+    }
+
+    #[test]
+    fn compaction_drops_only_consumed_events_of_gone_tasks_and_keeps_the_seq_going() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = EventLog::new(dir.path().to_owned());
+        let [a, b, c] = ["aaaaaa", "bbbbbb", "cccccc"].map(|t| Token::parse(t).unwrap());
+        for t in [a, b, a, c, b] {
+            let mut e = Event::new(EventKind::TaskFinished, "s");
+            e.token = Some(t);
+            log.append(e).unwrap();
+        }
+        // Take seqs 1 (a), 2 (b) and 3 (a); 4 (c) and 5 (b) wait for a waiter.
+        for want in [1, 2, 3] {
+            assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(want));
+        }
+        let gone: HashSet<Token> = [a, b].into();
+        assert_eq!(log.compact(&gone, true).unwrap(), 3, "a dry run counts");
+        assert_eq!(log.read_all().unwrap().0.len(), 5, "a dry run drops nothing");
+        assert_eq!(log.compact(&gone, false).unwrap(), 3);
+        let (events, consumed) = log.read_all().unwrap();
+        assert_eq!(events.iter().map(|e| e.seq.unwrap()).collect::<Vec<_>>(), [4, 5]);
+        assert!(consumed.is_empty(), "{consumed:?}");
+        assert_eq!(log.compact(&gone, false).unwrap(), 0, "nothing left to drop");
+        // The waiting events are still delivered, and new ones go on from the last seq.
+        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(4));
+        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(5));
+        // Every event consumed and gone: the last one stays, carrying the seq.
+        let all: HashSet<Token> = [a, b, c].into();
+        assert_eq!(log.compact(&all, false).unwrap(), 1);
+        assert_eq!(log.read_all().unwrap().0.iter().map(|e| e.seq.unwrap()).collect::<Vec<_>>(), [5]);
+        let next = log.append(Event::new(EventKind::Message, "s")).unwrap();
+        assert_eq!(next.seq, Some(6));
+        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(6));
     }
 }

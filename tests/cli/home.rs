@@ -95,7 +95,15 @@ fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
     assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 4, "a dry run removed something");
 
     assert_eq!(h.run(&["--json", "prune", "--older-than", "1h"], 0).json()["count"], 0);
+    // A lead took the first two tasks' events; the third's is still waiting.
+    for (token, _) in &finished[..2] {
+        assert_eq!(h.run(&["--json", "wait", "--timeout", "10s"], 0).json()["token"], token.as_str());
+    }
     let pruned = h.run(&["--json", "prune", "--keep", "1"], 0).json();
+    assert_eq!(pruned["events_removed"], 2, "{pruned}");
+    let events = h.run(&["--json", "events"], 0).json();
+    let left: Vec<&str> = events["events"].as_array().unwrap().iter().map(|e| e["token"].as_str().unwrap()).collect();
+    assert_eq!(left, [finished[2].0.as_str()], "only the event no one took stays");
     let removed: Vec<&str> =
         pruned["removed"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
     assert_eq!(removed.len(), 2);
@@ -107,6 +115,8 @@ fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
     }
     let everything = h.run(&["--json", "prune", "--older-than", "0s"], 0).json();
     assert_eq!(everything["count"], 1);
+    assert_eq!(everything["events_removed"], 0, "an event no one took is not dropped");
+    assert_eq!(h.run(&["--json", "wait", "--timeout", "10s"], 0).json()["token"], finished[2].0.as_str());
     let left = h.run(&["--json", "list"], 0).json();
     assert_eq!(left["count"], 1);
     assert_eq!(left["tasks"][0]["token"], running.as_str());
