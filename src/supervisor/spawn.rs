@@ -1,11 +1,23 @@
 //! The one step that starts an agent process. Another backend (remote execution) would stand
 //! beside this function and keep the rest of the supervisor.
+//!
+//! The agent is started the way `posix_spawn` starts a program: a child that shares our memory
+//! (`CLONE_VM | CLONE_VFORK`) on a stack of its own, doing only system calls until it executes
+//! the agent, while we wait. A fork would copy our page tables for a child that keeps none of
+//! them, and make us fault on every page we write afterwards. `posix_spawn` itself cannot be
+//! used: it has no way to set the parent-death signal, which is what kills the agent with a
+//! killed supervisor.
 
-use std::fs::OpenOptions;
+use std::collections::BTreeMap;
+use std::ffi::{CString, OsString};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
-use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
 
+use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use crate::store::Store;
@@ -13,6 +25,7 @@ use crate::task::{TaskRecord, TaskSpec};
 
 /// Start the agent in its own process group, output to the log, nothing else inherited.
 pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> std::result::Result<Pid, String> {
+    let name = &spec.argv[0];
     let log_path = store.log_path(&rec.role, rec.token);
     let log = OpenOptions::new()
         .append(true)
@@ -21,39 +34,141 @@ pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> s
         .custom_flags(libc::O_NOFOLLOW)
         .open(&log_path)
         .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
-    let err = log.try_clone().map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
-    let mut cmd = match &spec.program {
-        Some(program) => Command::new(program),
-        None => Command::new(&spec.argv[0]),
+    let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
+    let exec = Exec::new(spec).map_err(|e| format!("cannot run `{name}`: {e}"))?;
+    let child = Child {
+        exec: &exec,
+        stdin: null.as_raw_fd(),
+        log: log.as_raw_fd(),
+        supervisor: std::process::id() as libc::pid_t,
+        errno: AtomicI32::new(0),
     };
-    cmd.arg0(&spec.argv[0])
-        .args(&spec.argv[1..])
-        .current_dir(&spec.cwd)
-        .envs(&spec.env)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(err)
-        .process_group(0);
-    let supervisor = std::process::id() as libc::pid_t;
-    // SAFETY: only async-signal-safe calls between fork and exec.
+    let mut stack = vec![0u8; CHILD_STACK];
+    // The stack grows down from its 16-byte aligned top.
+    let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
+    // No signal handler may run in the child, on memory it shares with us: block everything
+    // until it has set every action back to the default.
+    let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    // SAFETY: sigset operations on local sets; clone runs `start` on its own stack with `child`,
+    // which outlives it (CLONE_VFORK: we resume only once the child has executed or exited).
+    let pid = unsafe {
+        libc::sigfillset(&mut all);
+        libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
+        let pid = libc::clone(
+            start,
+            top as *mut libc::c_void,
+            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+            &child as *const Child as *mut libc::c_void,
+        );
+        let spawn_error = io::Error::last_os_error();
+        libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+        if pid == -1 {
+            return Err(format!("cannot run `{name}`: {spawn_error}"));
+        }
+        pid
+    };
+    drop(stack);
+    let pid = Pid::from_raw(pid);
+    match child.errno.load(Ordering::SeqCst) {
+        0 => Ok(pid),
+        errno => {
+            let _ = waitpid(pid, None);
+            Err(format!("cannot run `{name}`: {}", io::Error::from_raw_os_error(errno)))
+        }
+    }
+}
+
+const CHILD_STACK: usize = 64 * 1024;
+
+/// What the child needs, prepared beforehand: it may not allocate.
+struct Child<'a> {
+    exec: &'a Exec,
+    stdin: libc::c_int,
+    log: libc::c_int,
+    supervisor: libc::pid_t,
+    /// Why the agent could not be started, written by the child before it exits.
+    errno: AtomicI32,
+}
+
+/// A program, its arguments and environment as C arrays, plus the `sh` fallback `execvp` makes
+/// for a file that is no binary and has no `#!` line.
+struct Exec {
+    program: CString,
+    cwd: CString,
+    _strings: Vec<CString>,
+    argv: Vec<*const libc::c_char>,
+    sh_argv: Vec<*const libc::c_char>,
+    envp: Vec<*const libc::c_char>,
+}
+
+impl Exec {
+    fn new(spec: &TaskSpec) -> io::Result<Exec> {
+        let c = |bytes: &[u8]| {
+            CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
+        };
+        let program = c(spec.program.as_ref().map_or(spec.argv[0].as_bytes(), |p| p.as_os_str().as_bytes()))?;
+        let cwd = c(spec.cwd.as_os_str().as_bytes())?;
+        // The launcher's environment, with the task's variables on top.
+        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
+        let args = spec.argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
+        let vars = env
+            .into_iter()
+            .map(|(k, v)| {
+                let mut kv = k.into_vec();
+                kv.push(b'=');
+                kv.extend(v.into_vec());
+                c(&kv)
+            })
+            .collect::<io::Result<Vec<_>>>()?;
+        let sh = c(b"/bin/sh")?;
+        let terminated = |v: &[&CString]| v.iter().map(|s| s.as_ptr()).chain([std::ptr::null()]).collect::<Vec<_>>();
+        let argv = terminated(&args.iter().collect::<Vec<_>>());
+        let sh_argv = terminated(&[&sh, &program].into_iter().chain(args.iter().skip(1)).collect::<Vec<_>>());
+        let envp = terminated(&vars.iter().collect::<Vec<_>>());
+        // The pointers point into the strings' heap buffers, which do not move with the Vecs.
+        let mut strings = args;
+        strings.extend(vars);
+        strings.push(sh);
+        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp })
+    }
+}
+
+/// The child: system calls only, then the agent. Its errors go to `Child::errno`.
+extern "C" fn start(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` is the `Child` the parent keeps alive until we have executed or exited.
+    let c = unsafe { &*(arg as *const Child) };
+    // SAFETY: each call is a plain system call on this child's own descriptors and state.
     unsafe {
-        cmd.pre_exec(move || {
-            // The agent dies with its supervisor rather than running on unsupervised.
-            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-            if libc::getppid() != supervisor {
-                libc::_exit(1);
-            }
-            let mut empty: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut empty);
-            libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
-            reset_dispositions();
-            Ok(())
-        });
+        reset_dispositions();
+        if libc::dup2(c.stdin, 0) == -1 || libc::dup2(c.log, 1) == -1 || libc::dup2(c.log, 2) == -1 {
+            fail(c);
+        }
+        if libc::chdir(c.exec.cwd.as_ptr()) == -1 || libc::setpgid(0, 0) == -1 {
+            fail(c);
+        }
+        // The agent dies with its supervisor rather than running on unsupervised.
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if libc::getppid() != c.supervisor {
+            libc::_exit(1);
+        }
+        let mut empty: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut empty);
+        libc::sigprocmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+        libc::execve(c.exec.program.as_ptr(), c.exec.argv.as_ptr(), c.exec.envp.as_ptr());
+        if io::Error::last_os_error().raw_os_error() == Some(libc::ENOEXEC) {
+            libc::execve(c.exec.sh_argv[0], c.exec.sh_argv.as_ptr(), c.exec.envp.as_ptr());
+        }
     }
-    match cmd.spawn() {
-        Ok(child) => Ok(Pid::from_raw(child.id() as i32)),
-        Err(e) => Err(format!("cannot run `{}`: {e}", spec.argv[0])),
-    }
+    fail(c)
+}
+
+/// Report the last error to the parent and end the child.
+fn fail(c: &Child) -> ! {
+    c.errno.store(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO), Ordering::SeqCst);
+    // SAFETY: leaving the child without touching anything shared.
+    unsafe { libc::_exit(127) }
 }
 
 /// Set every signal back to its default action. Exec resets caught signals but keeps ignored

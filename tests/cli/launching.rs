@@ -151,3 +151,27 @@ fn stdin_of_the_agent_is_dev_null_and_questions_can_come_from_stdin() {
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(v["summary"].as_str().unwrap().contains("[reviewer] question from stdin"), "{v}");
 }
+
+#[test]
+fn an_exec_error_fails_the_launch_at_once_and_a_script_without_shebang_runs_under_sh() {
+    use std::os::unix::fs::PermissionsExt;
+    let h = Home::new();
+    let dir = tempfile::tempdir().unwrap();
+    let script = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p.to_str().unwrap().to_owned()
+    };
+    // Executable, so the launcher lets it through; the kernel refuses it (no such interpreter).
+    let broken = script("broken", "#!/nonexistent/interpreter\necho never\n");
+    let r = h.run(&["run", "--", &broken], 2);
+    assert!(r.stderr.contains(&format!("cannot run `{broken}`")), "{}", r.stderr);
+    assert!(r.stderr.contains("No such file or directory"), "{}", r.stderr);
+    let listed = h.run(&["--json", "list"], 0).json();
+    assert_eq!(listed["tasks"][0]["status"], "failed", "{listed}");
+    // No `#!` line: run by /bin/sh, as a shell (and execvp) would.
+    let plain = script("plain", "echo \"> under sh with $1\"\n");
+    let v = h.run(&["--json", "run", "--", &plain, "an argument"], 0).json();
+    assert_eq!(v["summary"], "under sh with an argument");
+}
