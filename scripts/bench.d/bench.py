@@ -377,7 +377,10 @@ def machine():
 def main():
     figures = [fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp]
     only = set(sys.argv[1:])
-    with tempfile.TemporaryDirectory(prefix="agentctl-bench-", dir=BUILD) as tmp:
+    # Homes, pueue's data and the logs live in the system's temp directory, as a user's state
+    # would, not in the checkout: a tool watching a source tree can slow each file operation
+    # there tenfold, and that would be measured instead of the tools.
+    with tempfile.TemporaryDirectory(prefix="agentctl-bench-") as tmp:
         tmp = pathlib.Path(tmp)
         ag = Agentctl(tmp)
         with Pueue(tmp) as pq:
