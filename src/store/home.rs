@@ -26,11 +26,15 @@ pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
 /// Create the home if needed and check it: it must belong to this user; wider permissions
 /// than 0700 are tightened (with a warning). Returns its absolute path.
 pub(super) fn prepare_home(home: &Path) -> Result<PathBuf> {
+    let pick = "pick a directory of your own with --home or AGENTCTL_HOME";
+    if fs::metadata(home).is_ok_and(|m| !m.is_dir()) {
+        return Err(Error::Usage(format!("home {} exists and is not a directory; {pick}", home.display())));
+    }
     DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(home)
-        .ctx(|| format!("cannot create home {}", home.display()))?;
+        .map_err(|e| Error::Usage(format!("cannot create home {}: {e}; {pick}", home.display())))?;
     let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
     let meta = fs::metadata(&home).ctx(|| format!("cannot read home {}", home.display()))?;
     // SAFETY: geteuid cannot fail.

@@ -123,3 +123,19 @@ fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
     assert_eq!(left["tasks"][0]["status"], "running");
     h.run(&["halt", &running], 0);
 }
+
+#[test]
+fn a_home_that_cannot_be_a_directory_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "keep me").unwrap();
+    for (home, reason) in [(file.clone(), "is not a directory"), (file.join("sub"), "cannot create home")] {
+        let out = std::process::Command::new(crate::common::BIN)
+            .args(["--home", home.to_str().unwrap(), "list"])
+            .output()
+            .unwrap();
+        let r = crate::common::check(&["list"], out, 2);
+        assert!(r.stderr.contains(reason) && r.stderr.contains("--home"), "{}", r.stderr);
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me", "the file was touched");
+}
