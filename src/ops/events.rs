@@ -129,8 +129,8 @@ pub async fn follow_events(
     }
 }
 
-/// Changes to a directory, as an async stream of wake-ups (inotify).
-struct Changes(AsyncFd<Watch>);
+/// Changes to a directory or a file, as an async stream of wake-ups (inotify).
+pub(super) struct Changes(AsyncFd<Watch>);
 
 /// An inotify instance, as tokio's `AsyncFd` wants it.
 struct Watch(Inotify);
@@ -142,7 +142,7 @@ impl AsRawFd for Watch {
 }
 
 impl Changes {
-    fn watch(dir: &Path) -> Result<Changes> {
+    pub(super) fn watch(dir: &Path) -> Result<Changes> {
         let what = || format!("cannot watch {}", dir.display());
         let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ctx(what)?;
         let mask = AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;
@@ -152,8 +152,8 @@ impl Changes {
         Ok(Changes(fd.map_err(std::io::Error::from).ctx(what)?))
     }
 
-    /// Wait until something in the directory changed (spurious wake-ups are fine).
-    async fn next(&mut self) -> Result<()> {
+    /// Wait until something in the directory (or the file) changed; spurious wake-ups are fine.
+    pub(super) async fn next(&mut self) -> Result<()> {
         loop {
             let mut ready = self.0.readable().await.ctx(|| "cannot wait for events".into())?;
             match ready.get_inner().0.read_events() {

@@ -4,6 +4,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
+use super::events::Changes;
 use super::view::TaskView;
 use super::wait::{await_task, refresh};
 use crate::error::{Error, IoContext, Result};
@@ -70,16 +71,26 @@ pub async fn follow(
     let Some(mut log) = LogReader::open(&view, tail, raw)? else { return Ok(view) };
     let end = await_task(store, token, None);
     tokio::pin!(end);
+    // Woken by each write to the log (inotify), or every 100 ms where it cannot be watched.
+    let mut changes = Changes::watch(&view.log_path).ok();
     loop {
         log.copy_new(out)?;
-        // New output is picked up every 100 ms; the end itself wakes this at once.
+        let grew = async {
+            match changes.as_mut() {
+                Some(c) => c.next().await,
+                None => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Ok(())
+                }
+            }
+        };
         tokio::select! {
             v = &mut end => {
                 log.copy_new(out)?;
                 log.finish(out)?;
                 return v;
             }
-            _ = tokio::time::sleep(Duration::from_millis(100)) => {}
+            r = grew => r?,
         }
     }
 }
