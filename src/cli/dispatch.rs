@@ -44,6 +44,8 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli.command, cli.home, cli.agents, &out)) {
         Ok(code) => code,
+        // Whoever read our output went away (`logs --follow | head`): nothing left to say.
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => out.error(&e),
     }
 }

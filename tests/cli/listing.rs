@@ -72,6 +72,23 @@ fn logs_follow_streams_until_the_task_ends() {
 }
 
 #[test]
+fn a_reader_that_goes_away_ends_logs_follow_quietly() {
+    use std::io::{BufRead, BufReader};
+    let h = Home::new();
+    let token = h.start(&["tick", "200", "0.05"]);
+    let mut follow = h.cmd().args(["logs", &token, "--follow"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    assert_eq!(lines.next().unwrap().unwrap(), "tick 1");
+    // Like `| head -n 1`: the reader closes its end; the next write meets a broken pipe.
+    drop(lines);
+    let out = follow.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(h.status(&token)["status"], "running", "the task must not notice");
+    h.run(&["halt", &token, "--grace", "1s"], 0);
+}
+
+#[test]
 fn every_command_prints_one_json_object() {
     let h = Home::new();
     let token = h.start(&["sleep", "30"]);
