@@ -60,17 +60,27 @@ impl EventLog {
 
     /// Every event in the log (unreadable lines skipped), and the seqs already consumed.
     pub fn read_all(&self) -> Result<(Vec<Event>, HashSet<u64>)> {
-        let events = match fs::read(self.log_path()) {
-            Ok(bytes) => bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect(),
-            Err(e) if e.kind() == ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(e).ctx(|| format!("cannot read {}", self.log_path().display())),
-        };
-        let consumed = match fs::read_to_string(self.consumed_path()) {
-            Ok(text) => text.lines().filter_map(|l| l.trim().parse().ok()).collect(),
-            Err(e) if e.kind() == ErrorKind::NotFound => HashSet::new(),
-            Err(e) => return Err(e).ctx(|| format!("cannot read {}", self.consumed_path().display())),
-        };
-        Ok((events, consumed))
+        let bytes = self.read_log()?;
+        let events = bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect();
+        Ok((events, self.read_consumed()?))
+    }
+
+    /// The log's bytes (none if it does not exist yet).
+    fn read_log(&self) -> Result<Vec<u8>> {
+        match fs::read(self.log_path()) {
+            Ok(bytes) => Ok(bytes),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
+            Err(e) => Err(e).ctx(|| format!("cannot read {}", self.log_path().display())),
+        }
+    }
+
+    /// The seqs already consumed.
+    fn read_consumed(&self) -> Result<HashSet<u64>> {
+        match fs::read_to_string(self.consumed_path()) {
+            Ok(text) => Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(HashSet::new()),
+            Err(e) => Err(e).ctx(|| format!("cannot read {}", self.consumed_path().display())),
+        }
     }
 
     /// Take the oldest unconsumed event of `session` whose kind is in `kinds` (empty: any).
@@ -98,13 +108,8 @@ impl EventLog {
     /// carries the seq the next append counts on from.
     pub fn compact(&self, gone: &HashSet<Token>, dry_run: bool) -> Result<usize> {
         let _lock = self.lock()?;
-        let (path, consumed_path) = (self.log_path(), self.consumed_path());
-        let text = match fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
-            Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
-        };
-        let (_, consumed) = self.read_all()?;
+        let text = self.read_log()?;
+        let consumed = self.read_consumed()?;
         let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
         let last = lines.len().saturating_sub(1);
         let mut kept = Vec::with_capacity(text.len());
@@ -129,8 +134,8 @@ impl EventLog {
         let consumed_text: String = kept_seqs.iter().map(|s| format!("{s}\n")).collect();
         // The log first: if we stop between the two, the old consumed list only names more
         // events than the log holds, and no dropped event can come back as one to take.
-        write_atomic(&path, &kept, Durability::Durable)?;
-        write_atomic(&consumed_path, consumed_text.as_bytes(), Durability::Durable)?;
+        write_atomic(&self.log_path(), &kept, Durability::Durable)?;
+        write_atomic(&self.consumed_path(), consumed_text.as_bytes(), Durability::Durable)?;
         Ok(dropped)
     }
 }

@@ -14,12 +14,12 @@ pub struct LineCounter<R> {
     last: Option<u8>,
     buf: Vec<u8>,
     /// Bytes counted, including those of a resumed checkpoint.
-    read: u64,
+    counted: u64,
 }
 
 /// A count of the first `bytes` of a log, published by the supervisor as the log grows so that
 /// a reader counts only what came after. One line of text: `BYTES NEWLINES ENDS_WITH_NEWLINE`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub bytes: u64,
     pub newlines: u64,
@@ -45,18 +45,18 @@ impl Checkpoint {
 impl<R: Read> LineCounter<R> {
     /// Count from `src`'s current position.
     pub fn new(src: R) -> LineCounter<R> {
-        LineCounter { src, lines: 0, last: None, buf: Vec::new(), read: 0 }
+        LineCounter { src, lines: 0, last: None, buf: Vec::new(), counted: 0 }
     }
 
     /// Go on from `at`, read from `src`'s current position.
     pub fn resume(src: R, at: Checkpoint) -> LineCounter<R> {
         let last = at.bytes.checked_sub(1).map(|_| if at.ends_with_newline { b'\n' } else { b' ' });
-        LineCounter { src, lines: at.newlines, last, buf: Vec::new(), read: at.bytes }
+        LineCounter { src, lines: at.newlines, last, buf: Vec::new(), counted: at.bytes }
     }
 
     /// Where the count stands, to be resumed later by another process.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { bytes: self.read, newlines: self.lines, ends_with_newline: self.last == Some(b'\n') }
+        Checkpoint { bytes: self.counted, newlines: self.lines, ends_with_newline: self.last == Some(b'\n') }
     }
 
     /// Count up to `budget` more bytes; true when it caught up with what has been written.
@@ -80,7 +80,7 @@ impl<R: Read> LineCounter<R> {
             self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
             self.last = Some(self.buf[n - 1]);
             read += n as u64;
-            self.read += n as u64;
+            self.counted += n as u64;
         }
         Ok(false)
     }

@@ -431,7 +431,6 @@ impl Supervisor {
         // that waiters would wait too.)
         if let Some(l) = self.log.as_mut() {
             l.publishing = false;
-            l.due = None;
         }
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), lines) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);

@@ -43,7 +43,9 @@ pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> s
         supervisor: std::process::id() as libc::pid_t,
         errno: AtomicI32::new(0),
     };
-    let mut stack = vec![0u8; CHILD_STACK];
+    // Reserved, not zeroed: the child touches only the few pages at the top, and zeroing the
+    // rest would fault them all in on every start.
+    let mut stack = Vec::<u8>::with_capacity(CHILD_STACK);
     // The stack grows down from its 16-byte aligned top.
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     // No signal handler may run in the child, on memory it shares with us: block everything

@@ -51,12 +51,12 @@ pub fn descendants(root: Pid) -> Vec<Pid> {
 
 /// The name (`comm`) every supervisor gives itself, by which it is told from an agent's
 /// processes. At most 15 bytes.
-const SUPERVISOR_NAME: &str = "agentctl-sv";
+const SUPERVISOR_NAME: &std::ffi::CStr = c"agentctl-sv";
 
 /// Name this process a supervisor, before it forks the one that lives on, so that no moment
 /// exists when an adopting supervisor could take it for a leftover.
 pub fn name_supervisor() {
-    let _ = nix::sys::prctl::set_name(c"agentctl-sv");
+    let _ = nix::sys::prctl::set_name(SUPERVISOR_NAME);
 }
 
 /// Whether `pid` is another task's supervisor: this same binary, named `SUPERVISOR_NAME`. A
@@ -65,7 +65,7 @@ pub fn name_supervisor() {
 pub fn is_supervisor(pid: Pid) -> bool {
     use std::os::unix::fs::MetadataExt;
     let Ok(comm) = fs::read_to_string(format!("/proc/{pid}/comm")) else { return false };
-    if comm.trim_end_matches('\n') != SUPERVISOR_NAME {
+    if comm.trim_end_matches('\n').as_bytes() != SUPERVISOR_NAME.to_bytes() {
         return false;
     }
     match (fs::metadata(format!("/proc/{pid}/exe")), fs::metadata("/proc/self/exe")) {
