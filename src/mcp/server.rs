@@ -83,8 +83,11 @@ impl AgentctlServer {
         tokio::pin!(work);
         loop {
             tokio::select! {
-                r = &mut work => return Some(r),
+                // Cancellation first: once the client has given up on this request, the work is
+                // not polled again, so a wait cannot take an event whose answer nobody reads.
+                biased;
                 _ = ctx.ct.cancelled() => return None,
+                r = &mut work => return Some(r),
                 _ = tick.tick(), if progress_token.is_some() => {
                     let Some(pt) = progress_token.clone() else { continue };
                     let param = ProgressNotificationParam::new(pt, started.elapsed().as_secs_f64()).with_message(progress());
