@@ -84,10 +84,14 @@ fn a_running_tasks_line_count_comes_from_the_supervisors_published_count() {
     let token = r.json()["token"].as_str().unwrap().to_owned();
     let log = std::path::PathBuf::from(r.json()["log_path"].as_str().unwrap());
     let saved = h.path().join("tasks").join(&token).join("lines");
-    // The supervisor publishes its count once it has caught up with the log.
+    // The agent has written all it will ("partial" comes last), and the supervisor publishes its
+    // count once it has caught up with that.
+    wait_until(Duration::from_secs(20), "the agent's output to be complete", || {
+        std::fs::read(&log).is_ok_and(|b| b.ends_with(b"partial"))
+    });
+    let len = std::fs::metadata(&log).unwrap().len();
     wait_until(Duration::from_secs(20), "the count to be published up to the end", || {
-        let len = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
-        std::fs::read_to_string(&saved).is_ok_and(|t| t.split(' ').next() == Some(&len.to_string()) && len > 0)
+        std::fs::read_to_string(&saved).is_ok_and(|t| t.split(' ').next() == Some(&len.to_string()))
     });
     let published: Vec<u64> =
         std::fs::read_to_string(&saved).unwrap().split_whitespace().map(|w| w.parse().unwrap()).collect();
