@@ -32,8 +32,9 @@ fn halt_of_a_cooperative_agent_returns_at_once_with_its_partial_output() {
     let token = h.start(&["tick", "1000", "0.05"]);
     wait_until(Duration::from_secs(10), "some output", || h.status(&token)["line_count"].as_u64() >= Some(2));
     let t0 = Instant::now();
-    let v = h.run(&["--json", "halt", &token], 0).json();
-    assert!(t0.elapsed() < Duration::from_secs(4), "a TERM-respecting agent took {:?}", t0.elapsed());
+    let v = h.run(&["--json", "halt", &token, "--grace", "60s"], 0).json();
+    // Signal 15 below shows it ended before SIGKILL was due; this bound is a hang guard.
+    assert!(t0.elapsed() < Duration::from_secs(30), "a TERM-respecting agent took {:?}", t0.elapsed());
     assert_eq!(v["status"], "cancelled");
     assert_eq!(v["signal"], 15);
     assert!(v["summary"].as_str().unwrap().contains("tick 1"), "{v}");

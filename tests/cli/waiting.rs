@@ -69,7 +69,8 @@ fn a_killed_supervisor_makes_the_task_lost_not_running() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     let t0 = Instant::now();
     let out = waiter.wait_with_output().unwrap();
-    assert!(t0.elapsed() < Duration::from_secs(5), "await stayed blocked {:?}", t0.elapsed());
+    // It asked for 60 s; a hang guard well below that.
+    assert!(t0.elapsed() < Duration::from_secs(20), "await stayed blocked {:?}", t0.elapsed());
     assert_eq!(out.status.code(), Some(1));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], "lost");

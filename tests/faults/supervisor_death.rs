@@ -32,7 +32,8 @@ fn a_killed_supervisor_means_lost_at_once_and_no_silent_orphans() {
     let woke = t0.elapsed();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], "lost", "{v}");
-    assert!(woke < Duration::from_secs(3), "the blocked await took {woke:?}");
+    // It asked for 60 s; a hang guard well below that.
+    assert!(woke < Duration::from_secs(20), "the blocked await took {woke:?}");
     assert_eq!(h.status(&token)["status"], "lost");
     let listed = h.run(&["--json", "list"], 0).json();
     assert_eq!(listed["tasks"][0]["status"], "lost");
