@@ -8,7 +8,7 @@ use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::ops::{HYBRID_WAIT, Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
-use crate::task::{EventKind, Role, Status};
+use crate::task::{EventKind, Role, Status, duration_from_secs};
 
 /// The longest one `await` (or `wait_for_event`) call blocks, whatever it asks for.
 pub const AWAIT_CAP: Duration = Duration::from_secs(300);
@@ -124,8 +124,7 @@ pub fn seconds_or(what: &str, secs: Option<f64>, default: Duration) -> Result<Du
 
 /// Seconds from a client, checked.
 pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
-    Duration::try_from_secs_f64(secs)
-        .map_err(|_| Error::Usage(format!("`{what}` must be a number of seconds, 0 or more; got {secs}")))
+    duration_from_secs(what, secs)
 }
 
 impl LaunchOptions {

@@ -9,7 +9,7 @@ mod spec;
 mod template;
 mod token;
 
-pub use duration::parse_duration;
+pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};
 pub use outcome::{Outcome, Status, StopReason};
 pub use record::{Ended, Started, TaskRecord, one_line_preview, unix_ms};
