@@ -20,7 +20,14 @@ pub fn main() -> ExitCode {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+            if !e.use_stderr() {
+                // --help, --version
+                return ExitCode::SUCCESS;
+            }
+            // clap has not parsed --json, but whoever asked for JSON still gets one object.
+            let json = std::env::args_os().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
+            let usage = Error::Usage(e.render().to_string().trim().trim_start_matches("error: ").to_owned());
+            return Out { json, home_flag: None }.error_quietly(&usage);
         }
     };
     let out = Out { json: cli.json, home_flag: cli.home.clone() };
@@ -89,9 +96,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut lines).await?;
                 lines.finish().ctx(|| "cannot write to stdout".into())?;
                 drop(stdout);
-                out.task(&v);
+                // Followed to the end: the exit code says how the task ended.
+                return Ok(out.task(&v));
             } else if l.follow {
-                ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
+                let v = ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
+                return Ok(render::exit_code(&v));
             } else {
                 ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;
             }

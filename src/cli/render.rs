@@ -17,7 +17,11 @@ pub struct Out {
 }
 
 /// The exit code for a task answer (DESIGN.md §4).
-fn exit_code(v: &TaskView) -> u8 {
+pub fn exit_code(v: &TaskView) -> ExitCode {
+    ExitCode::from(exit_status(v))
+}
+
+fn exit_status(v: &TaskView) -> u8 {
     if v.timed_out {
         124
     } else if v.status.is_final() && v.status != Status::Completed {
@@ -40,7 +44,7 @@ impl Out {
         } else {
             let _ = self.task_text(v, &mut io::stdout().lock());
         }
-        ExitCode::from(exit_code(v))
+        exit_code(v)
     }
 
     fn command(&self, verb: &str, token: Token) -> String {
@@ -143,6 +147,11 @@ impl Out {
     /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.
     pub fn error(&self, e: &Error) -> ExitCode {
         eprintln!("agentctl: {e}");
+        self.error_quietly(e)
+    }
+
+    /// `error` for an error already shown on stderr: only the `--json` object, and the code.
+    pub fn error_quietly(&self, e: &Error) -> ExitCode {
         if self.json {
             print_json(&json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }));
         }

@@ -108,3 +108,35 @@ fn every_command_prints_one_json_object() {
         assert!(v.is_object(), "{args:?}: {v}");
     }
 }
+
+#[test]
+fn usage_errors_under_json_print_one_object_too() {
+    let h = Home::new();
+    for args in
+        [vec!["--json", "lsit"], vec!["--json", "ask"], vec!["status", "--json"], vec!["--json", "list", "--bogus"]]
+    {
+        let r = h.run(&args, 2);
+        let v = r.json();
+        assert_eq!((v["kind"].as_str(), v["exit_code"].as_i64()), (Some("usage"), Some(2)), "{args:?}: {v}");
+        assert!(!v["error"].as_str().unwrap().is_empty());
+        assert!(r.stderr.contains("Usage:"), "clap's text still goes to stderr: {}", r.stderr);
+    }
+    // `--json` after `--` belongs to the command, not to agentctl.
+    let r = h.run(&["run", "--bogus", "--", "echo", "--json"], 2);
+    assert!(r.stdout.is_empty(), "{}", r.stdout);
+}
+
+#[test]
+fn logs_follow_ends_with_the_exit_code_of_the_tasks_status() {
+    let h = Home::new();
+    let failing = h.start(&["fail", "3"]);
+    let r = h.run(&["logs", &failing, "--follow"], 1);
+    assert_eq!(r.stdout.trim(), "> something went wrong");
+    let r = h.run(&["--json", "logs", &failing, "--follow"], 1);
+    assert_eq!(
+        r.stdout.lines().last().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["status"].clone()),
+        Some("failed".into())
+    );
+    let ok = h.start(&["sleep", "0", "fine"]);
+    h.run(&["logs", &ok, "--follow"], 0);
+}
