@@ -49,11 +49,18 @@ impl Agents {
                 c
             }
         };
-        let Some(path) = candidates.into_iter().find(|p| p.is_file()) else {
+        let in_home = home.join("agents.toml");
+        let Some(path) =
+            candidates.into_iter().find(|p| if *p == in_home { p.symlink_metadata().is_ok() } else { p.is_file() })
+        else {
             return Ok(Agents::default());
         };
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| Error::Usage(format!("cannot read agents file {}: {e}", path.display())))?;
+        // The home's own file is read as every file of the home is: no symlink, nothing but a
+        // regular file.
+        let bytes = if path == in_home { crate::store::files::read(&path, 1 << 20) } else { std::fs::read(&path) };
+        let text = bytes.map(|b| String::from_utf8_lossy(&b).into_owned()).map_err(|e| {
+            Error::Usage(format!("cannot read agents file {}: {}", path.display(), crate::store::files::describe(&e)))
+        })?;
         let file: AgentsFile = toml::from_str(&text)
             .map_err(|e| Error::Usage(format!("agents file {} is not valid: {e}", path.display())))?;
         for name in file.agents.keys() {

@@ -19,6 +19,12 @@ pub enum Error {
     Usage(String),
     #[error("{0}")]
     LaunchFailed(String),
+    /// A file in the home that agentctl will not use (a planted symlink, a FIFO…).
+    #[error("{0}")]
+    Refused(String),
+    /// A command that only reads found no home at the path it was given.
+    #[error("no agentctl home at {0}: nothing has run with this home yet; check --home and AGENTCTL_HOME")]
+    NoHome(PathBuf),
     #[error("{context}: {source}")]
     Io {
         context: String,
@@ -41,7 +47,9 @@ impl Error {
             | Error::UnknownToken { .. }
             | Error::AlreadyFinished { .. }
             | Error::Usage(_)
-            | Error::LaunchFailed(_) => 2,
+            | Error::LaunchFailed(_)
+            | Error::Refused(_)
+            | Error::NoHome(_) => 2,
             Error::Io { .. } | Error::Internal(_) => 70,
         }
     }
@@ -55,6 +63,8 @@ impl Error {
             Error::AlreadyFinished { .. } => "already_finished",
             Error::Usage(_) => "usage",
             Error::LaunchFailed(_) => "launch_failed",
+            Error::Refused(_) => "refused",
+            Error::NoHome(_) => "no_home",
             Error::Io { .. } => "io",
             Error::Internal(_) => "internal",
         }
@@ -69,7 +79,17 @@ pub trait IoContext<T> {
 
 impl<T> IoContext<T> for std::io::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
-        self.map_err(|source| Error::Io { context: what(), source })
+        self.map_err(|source| Error::from_io(source, what))
+    }
+}
+
+impl Error {
+    /// An I/O error with what was being done; a file the home refused stays a refusal.
+    pub fn from_io(source: std::io::Error, what: impl FnOnce() -> String) -> Error {
+        match source.get_ref().and_then(|e| e.downcast_ref::<crate::store::Refused>()) {
+            Some(r) => Error::Refused(r.0.clone()),
+            None => Error::Io { context: what(), source },
+        }
     }
 }
 

@@ -14,18 +14,34 @@ const MAX_WINDOW: u64 = 16 * 1024 * 1024;
 /// Turn one raw log line (no `\n`) into what a terminal would show: the text after the last
 /// `\r`, escape sequences removed, tabs kept, invalid UTF-8 replaced.
 pub fn clean_line(raw: &[u8]) -> String {
-    let mut end = raw.len();
-    while end > 0 && raw[end - 1] == b'\r' {
-        end -= 1;
+    LineCleaner::default().piece(raw)
+}
+
+/// `clean_line` for a line too long to hold at once, fed in pieces: each piece is cleaned as
+/// a line would be (the text after its last `\r`), and an escape sequence cut between two
+/// pieces is still recognized. What a `\r` in a later piece would erase of an earlier one
+/// stays: the price of bounded memory on lines of megabytes.
+#[derive(Default)]
+pub struct LineCleaner {
+    parser: vte::Parser,
+}
+
+impl LineCleaner {
+    /// The visible text of the next piece of the line.
+    pub fn piece(&mut self, raw: &[u8]) -> String {
+        let mut end = raw.len();
+        while end > 0 && raw[end - 1] == b'\r' {
+            end -= 1;
+        }
+        let line = &raw[..end];
+        let visible = match memchr::memrchr(b'\r', line) {
+            Some(i) => &line[i + 1..],
+            None => line,
+        };
+        let mut out = Printable(String::with_capacity(visible.len()));
+        self.parser.advance(&mut out, visible);
+        out.0
     }
-    let line = &raw[..end];
-    let visible = match memchr::memrchr(b'\r', line) {
-        Some(i) => &line[i + 1..],
-        None => line,
-    };
-    let mut out = Printable(String::with_capacity(visible.len()));
-    vte::Parser::new().advance(&mut out, visible);
-    out.0
 }
 
 struct Printable(String);
@@ -51,7 +67,9 @@ enum Attempt {
 /// Summarize `window`, the last bytes of a log. `whole` says the window starts at the log's
 /// first byte; otherwise its first line is whole only if `line_start` says so.
 fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: bool) -> Attempt {
-    let body = if whole || line_start {
+    // At the widest window a first line cut short is kept: it is the end of a line too long
+    // to read whole, and may be all there is.
+    let body = if whole || line_start || last_try {
         window
     } else {
         match memchr::memchr(b'\n', window) {
@@ -259,6 +277,20 @@ mod tests {
         let mut src = Counting { inner: f, read: 0 };
         assert_eq!(summarize(&mut src, DEFAULT_CAP).unwrap(), "short answer");
         assert!(src.read <= FIRST_WINDOW + 1, "read {} bytes", src.read);
+    }
+
+    #[test]
+    fn a_line_longer_than_the_widest_window_keeps_its_end() {
+        for ending in ["", "\n"] {
+            let mut log = b"> earlier answer\n".to_vec();
+            log.extend(std::iter::repeat_n(b'x', MAX_WINDOW as usize + 1000));
+            log.extend_from_slice(b" the end of a very long line");
+            log.extend_from_slice(ending.as_bytes());
+            let s = sum(&log);
+            assert!(s.starts_with("[agentctl: summary truncated"), "{ending:?}: {}", &s[..s.len().min(80)]);
+            assert!(s.ends_with("the end of a very long line"), "{ending:?}");
+            assert!(s.len() <= DEFAULT_CAP + 100);
+        }
     }
 
     #[test]

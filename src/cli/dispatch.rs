@@ -10,7 +10,7 @@ use clap::Parser;
 use super::args::{Cli, Command, LaunchArgs, WaitArgs};
 use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, Launch, ListFilter, TaskView, Wait, What};
+use crate::ops::{self, Launch, ListFilter, Wait, What};
 use crate::store::{Store, resolve_home};
 use crate::task::{EventKind, Role, Status, Token, parse_duration};
 
@@ -57,40 +57,48 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Each command checks what it was given before it touches the home; commands that only read
+/// never create one.
 async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, out: &Out) -> Result<ExitCode> {
-    let store = Store::open(&resolve_home(home)?)?;
+    let home = resolve_home(home)?;
     match command {
         Command::Ask(a) => {
             let question = if a.question == "-" { read_stdin()? } else { a.question };
             let what = What::Ask { question, agents_file: agents };
-            launch(&store, out, &a.role, what, &a.wait, &a.launch).await
+            let req = launch_request(&a.role, what, &a.wait, &a.launch)?;
+            Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
         }
-        Command::Run(r) => launch(&store, out, &r.role, What::Run { argv: r.command }, &r.wait, &r.launch).await,
+        Command::Run(r) => {
+            let req = launch_request(&r.role, What::Run { argv: r.command }, &r.wait, &r.launch)?;
+            Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
+        }
         Command::Await(a) => {
-            let limit = duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
-            let v = ops::await_task(&store, Token::parse(&a.token)?, Some(limit)).await?;
+            let (token, limit) = (Token::parse(&a.token)?, duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?);
+            let v = ops::await_task(&Store::existing(&home)?, token, Some(limit)).await?;
             Ok(out.task(&v))
         }
         Command::Halt(h) => {
-            let grace = duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?;
-            let v = ops::halt(&store, Token::parse(&h.token)?, grace, h.purge).await?;
+            let (token, grace) = (Token::parse(&h.token)?, duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?);
+            let v = ops::halt(&Store::existing(&home)?, token, grace, h.purge).await?;
             out.task(&v);
             Ok(ExitCode::SUCCESS)
         }
-        Command::Status(s) => Ok(out.task(&ops::status(&store, Token::parse(&s.token)?)?)),
+        Command::Status(s) => {
+            let token = Token::parse(&s.token)?;
+            Ok(out.task(&ops::status(&Store::existing(&home)?, token)?))
+        }
         Command::List(l) => {
             let status = l.status.as_deref().map(Status::parse_filter).transpose()?;
             let role = l.role.as_deref().map(Role::parse).transpose()?;
-            out.list(&ops::list(&store, &ListFilter { status, role })?);
+            out.list(&ops::list(&Store::existing(&home)?, &ListFilter { status, role })?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Logs(l) => {
             let token = Token::parse(&l.token)?;
+            let store = Store::existing(&home)?;
             let mut stdout = std::io::stdout().lock();
             if out.json && !l.follow {
-                let mut text = Vec::new();
-                let v = ops::read_log(&store, token, l.tail, l.raw, &mut text)?;
-                render::log_json(&v, &String::from_utf8_lossy(&text));
+                render::log_json(&mut stdout, |text| ops::read_log(&store, token, l.tail, l.raw, text))?;
             } else if out.json {
                 let mut lines = render::JsonLines::new(token, &mut stdout);
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut lines).await?;
@@ -111,21 +119,22 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 Some(t) => EventKind::parse_list(t)?,
                 None => Vec::new(),
             };
-            let event = ops::wait_event(
-                &store,
-                w.session.as_deref(),
-                &kinds,
-                duration_or(w.timeout.as_deref(), ops::AWAIT_TIMEOUT)?,
-            )
-            .await?;
+            let limit = duration_or(w.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
+            let session = ops::session_of(w.session.as_deref())?;
+            // A lead may wait before its first task starts: the home is made here.
+            let event = ops::wait_event(&Store::open(&home)?, Some(&session), &kinds, limit).await?;
             Ok(out.event(&event))
         }
         Command::Notify(n) => {
-            let event = ops::notify(&store, n.session.as_deref(), n.question, &n.message)?;
+            let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &n.message)?;
             out.event(&event);
             Ok(ExitCode::SUCCESS)
         }
         Command::Events(e) => {
+            if let Some(s) = &e.session {
+                ops::session_of(Some(s))?;
+            }
+            let store = Store::existing(&home)?;
             if e.follow {
                 ops::follow_events(&store, e.session.as_deref(), |ev| out.logged_event(ev)).await?;
             } else {
@@ -139,18 +148,19 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 keep: p.keep,
                 dry_run: p.dry_run,
             };
-            out.pruned(&ops::prune(&store, rule)?);
+            out.pruned(&ops::prune(&Store::existing(&home)?, rule)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(m) => {
-            crate::mcp::serve(store, m.allow_run).await?;
+            crate::mcp::serve(Store::open(&home)?, m.allow_run).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),
     }
 }
 
-async fn launch(store: &Store, out: &Out, role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Result<ExitCode> {
+/// The launch request `ask` or `run` stands for, checked.
+fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Result<Launch> {
     let wait = if w.r#async {
         Wait::Async
     } else if w.sync {
@@ -158,16 +168,17 @@ async fn launch(store: &Store, out: &Out, role: &str, what: What, w: &WaitArgs, 
     } else {
         Wait::For(duration_or(w.wait.as_deref(), ops::HYBRID_WAIT)?)
     };
-    let req = Launch {
+    if let Some(s) = &l.session {
+        ops::session_of(Some(s))?;
+    }
+    Ok(Launch {
         role: Role::parse(role)?,
         what,
         cwd: l.cwd.clone(),
         session: l.session.clone(),
         deadline: l.timeout.as_deref().map(parse_duration).transpose()?,
         wait,
-    };
-    let v: TaskView = ops::start(store, req).await?;
-    Ok(out.task(&v))
+    })
 }
 
 /// A duration the user gave, or the default when they gave none.

@@ -142,6 +142,9 @@ impl Out {
             let _ = writeln!(w, "{verb} {} ({}) {} {}", v.token, v.role, v.status, v.question);
         }
         let _ = writeln!(w, "{verb} {} finished task(s) and {} consumed event(s)", p.count, p.events_removed);
+        if p.strays_removed > 0 {
+            let _ = writeln!(w, "{verb} {} task(s) that never started (their launcher failed)", p.strays_removed);
+        }
     }
 
     /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.
@@ -159,36 +162,100 @@ impl Out {
     }
 }
 
-/// `logs --json`: the task and its output in one object.
-pub fn log_json(v: &TaskView, text: &str) {
-    print_json(&json!({
-        "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count,
-        "log_path": v.log_path, "text": text,
-    }));
+/// `logs --json`: the output streamed as the `text` field of one object (no copy of the whole
+/// log is held), the task's fields after it once known. `write` streams the text.
+pub fn log_json(
+    out: &mut dyn Write,
+    write: impl FnOnce(&mut dyn Write) -> crate::error::Result<TaskView>,
+) -> crate::error::Result<()> {
+    use crate::error::IoContext;
+    let failed = |e: io::Error| Err(e).ctx(|| "cannot write to stdout".into());
+    // The object begins with the first text, so a refusal before it prints only its own.
+    let mut text = JsonText { out: &mut *out, partial: Vec::new(), begun: false };
+    let v = write(&mut text)?;
+    let rest = json!({
+        "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count, "log_path": v.log_path,
+    });
+    let rest = rest.to_string();
+    let end = format!("\",{}\n", &rest[1..]);
+    text.finish().and_then(|()| out.write_all(end.as_bytes())).and_then(|()| out.flush()).or_else(failed)
 }
 
-/// `logs --follow --json`: one `{"token", "line"}` object per output line.
+/// Writes text into a JSON string, escaped, as it comes (UTF-8 cut between writes is joined),
+/// after `{"text":"` on the first write.
+struct JsonText<'a> {
+    out: &'a mut dyn Write,
+    partial: Vec<u8>,
+    begun: bool,
+}
+
+impl JsonText<'_> {
+    fn finish(&mut self) -> io::Result<()> {
+        let rest = std::mem::take(&mut self.partial);
+        self.escape(&String::from_utf8_lossy(&rest))
+    }
+
+    fn escape(&mut self, s: &str) -> io::Result<()> {
+        if !self.begun {
+            self.begun = true;
+            self.out.write_all(b"{\"text\":\"")?;
+        }
+        let quoted = serde_json::to_string(s).map_err(io::Error::other)?;
+        self.out.write_all(&quoted.as_bytes()[1..quoted.len() - 1])
+    }
+}
+
+impl Write for JsonText<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.partial.extend_from_slice(buf);
+        let valid = match std::str::from_utf8(&self.partial) {
+            Ok(_) => self.partial.len(),
+            // An incomplete character at the end waits for the next write; anything else is
+            // replaced.
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => self.partial.len(),
+        };
+        let text = String::from_utf8_lossy(&self.partial[..valid]).into_owned();
+        self.partial.drain(..valid);
+        self.escape(&text)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.out.flush()
+    }
+}
+
+/// `logs --follow --json`: one `{"token", "line"}` object per output line; a line longer than
+/// `LINE_PIECE` comes in several objects, all but the last with `"partial": true`.
 pub struct JsonLines<'a> {
     token: Token,
     out: &'a mut dyn Write,
     pending: Vec<u8>,
 }
 
+/// The most of one line a `JsonLines` object carries.
+const LINE_PIECE: usize = 1 << 20;
+
 impl<'a> JsonLines<'a> {
     pub fn new(token: Token, out: &'a mut dyn Write) -> JsonLines<'a> {
         JsonLines { token, out, pending: Vec::new() }
     }
 
-    fn emit(&mut self, line: &[u8]) -> io::Result<()> {
+    fn emit(&mut self, line: &[u8], partial: bool) -> io::Result<()> {
         let line = String::from_utf8_lossy(line);
-        writeln!(self.out, "{}", json!({ "token": self.token, "line": line }))
+        if partial {
+            writeln!(self.out, "{}", json!({ "token": self.token, "line": line, "partial": true }))
+        } else {
+            writeln!(self.out, "{}", json!({ "token": self.token, "line": line }))
+        }
     }
 
     /// Emit a last line without a newline, if any.
     pub fn finish(mut self) -> io::Result<()> {
         if !self.pending.is_empty() {
             let rest = std::mem::take(&mut self.pending);
-            self.emit(&rest)?;
+            self.emit(&rest, false)?;
         }
         self.out.flush()
     }
@@ -199,7 +266,16 @@ impl Write for JsonLines<'_> {
         self.pending.extend_from_slice(buf);
         while let Some(i) = memchr::memchr(b'\n', &self.pending) {
             let line: Vec<u8> = self.pending.drain(..=i).take(i).collect();
-            self.emit(&line)?;
+            self.emit(&line, false)?;
+        }
+        if self.pending.len() > LINE_PIECE {
+            // Cut at a character boundary: the text is UTF-8 (cleaned) or, raw, anything.
+            let cut = match std::str::from_utf8(&self.pending) {
+                Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => e.valid_up_to(),
+                _ => self.pending.len(),
+            };
+            let piece: Vec<u8> = self.pending.drain(..cut).collect();
+            self.emit(&piece, true)?;
         }
         Ok(buf.len())
     }

@@ -97,45 +97,53 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
         )));
     };
 
+    // Everything is checked: only now is anything created.
+    store.create()?;
     let (token, lock) = store.create_task(&req.role)?;
-    let question_file = store.question_path(&req.role, token);
-    if template.uses_question_file() {
-        write_private(&question_file, question.as_bytes())?;
+    let prepare = || -> Result<()> {
+        let question_file = store.question_path(&req.role, token);
+        if template.uses_question_file() {
+            write_private(&question_file, question.as_bytes())?;
+        }
+        let argv = template.render(&Vars {
+            role: req.role.as_str(),
+            question: &question,
+            question_file: &question_file.to_string_lossy(),
+            token: token.as_str(),
+        })?;
+        let mut env = template.env.clone();
+        env.insert("AGENTCTL_TOKEN".into(), token.to_string());
+        env.insert("AGENTCTL_SESSION".into(), session.clone());
+        env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
+        let preview = match &req.what {
+            What::Ask { question, .. } => one_line_preview(question, 80),
+            What::Run { argv } => one_line_preview(&argv.join(" "), 80),
+        };
+        write_private(&store.log_path(&req.role, token), b"")?;
+        let spec = TaskSpec {
+            argv,
+            program: Some(program.clone()),
+            cwd: cwd.clone(),
+            env,
+            deadline_ms: deadline.map(|d| d.as_millis() as u64),
+            grace_ms: DEFAULT_GRACE.as_millis() as u64,
+        };
+        store.write_spec(token, &spec)?;
+        store.write_record(&TaskRecord {
+            token,
+            role: req.role.clone(),
+            session: session.clone(),
+            preview,
+            created_at_ms: unix_ms(SystemTime::now()),
+            started: None,
+            ended: None,
+        })
+    };
+    if let Err(e) = prepare() {
+        // Not a task yet (a full disk, say): nothing of it is left behind.
+        store.discard_task(&req.role, token);
+        return Err(e);
     }
-    let argv = template.render(&Vars {
-        role: req.role.as_str(),
-        question: &question,
-        question_file: &question_file.to_string_lossy(),
-        token: token.as_str(),
-    })?;
-    let mut env = template.env.clone();
-    env.insert("AGENTCTL_TOKEN".into(), token.to_string());
-    env.insert("AGENTCTL_SESSION".into(), session.clone());
-    env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
-    let preview = match &req.what {
-        What::Ask { question, .. } => one_line_preview(question, 80),
-        What::Run { argv } => one_line_preview(&argv.join(" "), 80),
-    };
-    write_private(&store.log_path(&req.role, token), b"")?;
-    let spec = TaskSpec {
-        argv,
-        program: Some(program),
-        cwd,
-        env,
-        deadline_ms: deadline.map(|d| d.as_millis() as u64),
-        grace_ms: DEFAULT_GRACE.as_millis() as u64,
-    };
-    store.write_spec(token, &spec)?;
-    let rec = TaskRecord {
-        token,
-        role: req.role.clone(),
-        session,
-        preview,
-        created_at_ms: unix_ms(SystemTime::now()),
-        started: None,
-        ended: None,
-    };
-    store.write_record(&rec)?;
     // A few milliseconds of blocking work, done in place: a thread for it would cost more.
     supervisor::launch(store, token, lock)?;
     Ok(token)

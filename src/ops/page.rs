@@ -10,6 +10,7 @@ use serde::Serialize;
 use super::query::{status, tail_offset};
 use crate::error::{IoContext, Result};
 use crate::store::Store;
+use crate::store::files::{self, Access};
 use crate::summary::clean_line;
 use crate::task::{Status, Token};
 
@@ -19,6 +20,8 @@ pub const MAX_PAGE_LINES: u64 = 1000;
 const MAX_PAGE_BYTES: usize = 64 * 1024;
 /// Lines longer than this are cut, with a note.
 const MAX_LINE_CHARS: usize = 4000;
+/// The most bytes of one line read (4000 characters of UTF-8 and escape sequences fit).
+const MAX_LINE_BYTES: usize = 64 * 1024;
 
 /// Which lines to read.
 #[derive(Clone, Copy, Debug)]
@@ -47,7 +50,8 @@ pub struct LogPage {
     pub log_path: PathBuf,
 }
 
-/// Read one window of the log (escapes stripped unless `raw`).
+/// Read one window of the log (escapes stripped unless `raw`). A page always moves on: its
+/// `next_offset` is past every line it returned, or absent once the log's end was reached.
 pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Result<LogPage> {
     let view = status(store, token)?;
     let what = || format!("cannot read {}", view.log_path.display());
@@ -61,12 +65,12 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
         truncated: false,
         log_path: view.log_path.clone(),
     };
-    let mut file = match File::open(&view.log_path) {
+    let mut file = match files::open(&view.log_path, Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(page),
         Err(e) => return Err(e).ctx(what),
     };
-    let (start_line, limit) = match window {
+    let (first, limit) = match window {
         Window::Tail(n) => {
             let n = n.min(MAX_PAGE_LINES);
             let at = tail_offset(&mut file, n as usize).ctx(what)?;
@@ -74,25 +78,23 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
             (None, n)
         }
         Window::Range { offset, limit } => {
-            skip_lines(&mut file, offset).ctx(what)?;
-            (Some(offset), limit.min(MAX_PAGE_LINES))
+            let skipped = skip_lines(&mut file, offset).ctx(what)?;
+            (Some(skipped), limit.clamp(1, MAX_PAGE_LINES))
         }
     };
     let mut reader = BufReader::new(file);
     let mut raw_line = Vec::new();
     let mut bytes = 0;
+    let mut at_end = false;
     while (page.lines.len() as u64) < limit {
-        raw_line.clear();
-        if reader.read_until(b'\n', &mut raw_line).ctx(what)? == 0 {
+        let Some(cut) = read_line_bounded(&mut reader, &mut raw_line, MAX_LINE_BYTES).ctx(what)? else {
+            at_end = true;
             break;
-        }
-        if raw_line.last() == Some(&b'\n') {
-            raw_line.pop();
-        }
+        };
         let mut line = if raw { String::from_utf8_lossy(&raw_line).into_owned() } else { clean_line(&raw_line) };
-        if line.chars().count() > MAX_LINE_CHARS {
-            let cut: String = line.chars().take(MAX_LINE_CHARS).collect();
-            line = format!("{cut} [agentctl: line cut at {MAX_LINE_CHARS} characters]");
+        if cut || line.chars().count() > MAX_LINE_CHARS {
+            let kept: String = line.chars().take(MAX_LINE_CHARS).collect();
+            line = format!("{kept} [agentctl: line cut at {MAX_LINE_CHARS} characters]");
         }
         bytes += line.len() + 1;
         if bytes > MAX_PAGE_BYTES && !page.lines.is_empty() {
@@ -101,34 +103,72 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
         }
         page.lines.push(line);
     }
+    if !at_end && !page.truncated {
+        // The page is full: is there more?
+        at_end = reader.fill_buf().ctx(what)?.is_empty();
+    }
     let returned = page.lines.len() as u64;
-    // A tail's first line number follows from the total; a range's is the one asked for.
-    page.offset = start_line.unwrap_or_else(|| page.line_count.saturating_sub(returned));
-    let next = page.offset + returned;
-    page.next_offset = (next < page.line_count).then_some(next);
+    page.offset = match first {
+        Some(skipped) => skipped,
+        // A tail's first line number follows from the total.
+        None => page.line_count.saturating_sub(returned),
+    };
+    if at_end && first.is_some() {
+        // Read to the end: the count is exact, whatever the published one said.
+        page.line_count = page.offset + returned;
+    }
+    page.next_offset = (!at_end).then_some(page.offset + returned);
     Ok(page)
 }
 
-/// Move `file` past its first `n` lines.
-fn skip_lines(file: &mut File, n: u64) -> io::Result<()> {
+/// Read the next line of `reader` into `line` (without its `\n`), holding at most `max` bytes
+/// of it; the rest of a longer line is skipped. `None` at the end; else whether it was cut.
+fn read_line_bounded(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
+    line.clear();
+    let mut cut = false;
+    let mut any = false;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(any.then_some(cut));
+        }
+        any = true;
+        let (take, done) = match memchr::memchr(b'\n', buf) {
+            Some(i) => (i, true),
+            None => (buf.len(), false),
+        };
+        let room = max.saturating_sub(line.len());
+        line.extend_from_slice(&buf[..take.min(room)]);
+        cut |= take > room;
+        reader.consume(if done { take + 1 } else { take });
+        if done {
+            return Ok(Some(cut));
+        }
+    }
+}
+
+/// Move `file` past its first `n` lines (or to its end); returns how many it passed. A last
+/// line without `\n` counts as one.
+fn skip_lines(file: &mut File, n: u64) -> io::Result<u64> {
     file.seek(SeekFrom::Start(0))?;
     if n == 0 {
-        return Ok(());
+        return Ok(0);
     }
     let mut buf = vec![0u8; 256 * 1024];
-    let (mut seen, mut pos) = (0u64, 0u64);
+    let (mut seen, mut pos, mut open_line) = (0u64, 0u64, false);
     loop {
         let got = file.read(&mut buf)?;
         if got == 0 {
-            return Ok(());
+            return Ok(seen + u64::from(open_line));
         }
         for i in memchr::memchr_iter(b'\n', &buf[..got]) {
             seen += 1;
             if seen == n {
                 file.seek(SeekFrom::Start(pos + i as u64 + 1))?;
-                return Ok(());
+                return Ok(n);
             }
         }
+        open_line = buf[got - 1] != b'\n';
         pos += got as u64;
     }
 }

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::query::records;
 use super::view::TaskView;
+use super::wait::DEFAULT_GRACE;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
 use crate::task::{Token, unix_ms};
@@ -30,8 +31,15 @@ pub struct Pruned {
     pub count: usize,
     /// Consumed events of the removed tasks, dropped from the event log.
     pub events_removed: usize,
+    /// Leftovers of tasks that were never started (their launcher failed or died while
+    /// creating them), removed whatever the rule.
+    pub strays_removed: usize,
     pub dry_run: bool,
 }
+
+/// How old a task directory without a record must be to count as a stray: a launcher takes
+/// milliseconds between creating it and writing the record.
+const STRAY_AGE: Duration = Duration::from_secs(60);
 
 /// Remove the finished tasks `rule` selects. Running tasks are never selected.
 pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
@@ -55,13 +63,20 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
         }
         let view = TaskView::of(store, &rec, false)?;
         if !rule.dry_run {
-            // A supervisor still holding the lock is finishing up; leave its task for next time.
-            let Some(_lock) = FileLock::try_take(&store.lock_path(rec.token))? else { continue };
+            // Its supervisor may still be ending what the agent left (up to the grace period)
+            // before it exits and lets go of the lock: wait for it, bounded, so that a dry run
+            // and the real one agree.
+            let grace = store.read_spec(rec.token).map_or(DEFAULT_GRACE, |s| Duration::from_millis(s.grace_ms));
+            let Some(_lock) = FileLock::take_within(&store.lock_path(rec.token), grace + Duration::from_secs(1))?
+            else {
+                continue;
+            };
             store.remove_task(&rec)?;
         }
         removed.push(view);
     }
     let gone: HashSet<Token> = removed.iter().map(|v| v.token).collect();
     let events_removed = if gone.is_empty() { 0 } else { store.events().compact(&gone, rule.dry_run)? };
-    Ok(Pruned { count: removed.len(), removed, events_removed, dry_run: rule.dry_run })
+    let strays_removed = store.remove_strays(STRAY_AGE, rule.dry_run)?;
+    Ok(Pruned { count: removed.len(), removed, events_removed, strays_removed, dry_run: rule.dry_run })
 }

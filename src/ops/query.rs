@@ -9,7 +9,8 @@ use super::view::TaskView;
 use super::wait::{await_task, refresh};
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
-use crate::summary::clean_line;
+use crate::store::files::{self, Access};
+use crate::summary::{LineCleaner, clean_line};
 use crate::task::{Role, Status, TaskRecord, Token};
 
 /// The current state of one task.
@@ -107,7 +108,7 @@ impl LogReader {
     /// Open the log at its last `tail` lines (or its start); `None` if it has been purged.
     fn open(view: &TaskView, tail: Option<usize>, raw: bool) -> Result<Option<LogReader>> {
         let path = view.log_path.clone();
-        let mut file = match File::open(&path) {
+        let mut file = match files::open(&path, Access::Read) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
@@ -117,7 +118,7 @@ impl LogReader {
             None => Ok(0),
         };
         start.and_then(|at| file.seek(SeekFrom::Start(at))).ctx(|| format!("cannot read {}", path.display()))?;
-        let printer = Printer { raw, pending: Vec::new() };
+        let printer = Printer { raw, pending: Vec::new(), long: None };
         Ok(Some(LogReader { file, path, printer, buf: vec![0u8; 256 * 1024] }))
     }
 
@@ -171,10 +172,16 @@ pub(super) fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
     Ok(0)
 }
 
-/// Writes log bytes out, raw, or as cleaned whole lines.
+/// How much of one line is held before it is printed in pieces.
+pub(super) const LINE_PIECE: usize = 1 << 20;
+
+/// Writes log bytes out, raw, or as cleaned whole lines; a line longer than `LINE_PIECE` is
+/// printed a piece at a time, so memory stays bounded whatever the line length.
 struct Printer {
     raw: bool,
     pending: Vec<u8>,
+    /// Cleans the line being printed in pieces, if one is.
+    long: Option<LineCleaner>,
 }
 
 impl Printer {
@@ -183,18 +190,32 @@ impl Printer {
             return out.write_all(bytes);
         }
         self.pending.extend_from_slice(bytes);
-        if let Some(last) = memchr::memrchr(b'\n', &self.pending) {
-            for line in self.pending[..last].split(|&b| b == b'\n') {
-                writeln!(out, "{}", clean_line(line))?;
-            }
-            self.pending.drain(..=last);
+        let mut start = 0;
+        for end in memchr::memchr_iter(b'\n', &self.pending) {
+            let line = &self.pending[start..end];
+            let text = match self.long.take() {
+                Some(mut piece) => piece.piece(line),
+                None => clean_line(line),
+            };
+            writeln!(out, "{text}")?;
+            start = end + 1;
+        }
+        self.pending.drain(..start);
+        if self.pending.len() > LINE_PIECE {
+            let text = self.long.get_or_insert_with(LineCleaner::default).piece(&self.pending);
+            out.write_all(text.as_bytes())?;
+            self.pending.clear();
         }
         Ok(())
     }
 
     fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
-        if !self.pending.is_empty() {
-            writeln!(out, "{}", clean_line(&self.pending))?;
+        if !self.pending.is_empty() || self.long.is_some() {
+            let text = match self.long.take() {
+                Some(mut piece) => piece.piece(&self.pending),
+                None => clean_line(&self.pending),
+            };
+            writeln!(out, "{text}")?;
             self.pending.clear();
         }
         Ok(())
@@ -227,10 +248,26 @@ mod tests {
     #[test]
     fn printer_cleans_whole_lines() {
         let mut out = Vec::new();
-        let mut p = Printer { raw: false, pending: Vec::new() };
+        let mut p = Printer { raw: false, pending: Vec::new(), long: None };
         p.feed(b"\x1b[1mone\x1b[0m\ntw", &mut out).unwrap();
         p.feed(b"o\r\nthr", &mut out).unwrap();
         p.flush(&mut out).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "one\ntwo\nthr\n");
+    }
+
+    #[test]
+    fn printer_holds_at_most_a_piece_of_an_endless_line() {
+        let mut out = Vec::new();
+        let mut p = Printer { raw: false, pending: Vec::new(), long: None };
+        let chunk = b"\x1b[1mab\x1b[0m".repeat(16 * 1024);
+        for _ in 0..100 {
+            p.feed(&chunk, &mut out).unwrap();
+            assert!(p.pending.len() <= LINE_PIECE + chunk.len());
+        }
+        p.feed(b"end\nnext\n", &mut out).unwrap();
+        p.flush(&mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert_eq!(text.len(), 100 * 16 * 1024 * 2 + "end\nnext\n".len());
+        assert!(text.ends_with("ababend\nnext\n") && !text.contains('\x1b'));
     }
 }

@@ -1,12 +1,13 @@
 //! `TaskView`: the answer about one task that every command returns, with DESIGN.md's fields.
 
-use std::fs::File;
+use std::io::ErrorKind;
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::error::Result;
+use crate::store::files::{self, Access};
 use crate::store::{Store, logfile};
 use crate::task::{Role, Status, TaskRecord, Token, unix_ms};
 
@@ -37,6 +38,9 @@ pub struct TaskView {
     pub message: Option<String>,
 }
 
+/// More than any summary agentctl writes (64 KiB and a note).
+const SUMMARY_MAX: u64 = 1 << 20;
+
 fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()
 }
@@ -49,18 +53,36 @@ impl TaskView {
         let log_path = store.log_path(&rec.role, rec.token);
         let summary_path = store.summary_path(&rec.role, rec.token);
         let elapsed_ms = rec.elapsed_ms(unix_ms(SystemTime::now()));
+        // A file that cannot be read (refused, say) costs its part of the view, not the view.
+        let mut problems = Vec::new();
+        let mut note = |r: std::io::Result<()>| {
+            if let Err(e) = r.or_else(|e| if e.kind() == ErrorKind::NotFound { Ok(()) } else { Err(e) }) {
+                problems.push(files::describe(&e));
+            }
+        };
         let line_count = match &rec.ended {
             Some(e) => e.line_count,
-            None => logfile::line_count(&log_path, &store.lines_path(rec.token)).unwrap_or(0),
+            None => {
+                let counted = logfile::line_count(&log_path, &store.lines_path(rec.token));
+                let n = counted.as_ref().copied().unwrap_or(0);
+                note(counted.map(drop));
+                n
+            }
         };
         let summary = if !with_summary {
             None
         } else if status.is_final() {
-            std::fs::read_to_string(&summary_path).ok()
+            let read = files::read(&summary_path, SUMMARY_MAX);
+            let text = read.as_ref().ok().map(|b| String::from_utf8_lossy(b).into_owned());
+            note(read.map(drop));
+            text
         } else {
-            let last = File::open(&log_path).ok().and_then(|mut f| crate::summary::last_line(&mut f).ok().flatten());
+            let read = files::open(&log_path, Access::Read).and_then(|mut f| crate::summary::last_line(&mut f));
+            let last = read.as_ref().ok().cloned().flatten();
+            note(read.map(drop));
             Some(progress_line(status, elapsed_ms, line_count, last.as_deref()))
         };
+        let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {
             token: rec.token,
@@ -79,7 +101,7 @@ impl TaskView {
             error: outcome.and_then(|o| o.error()),
             session: rec.session.clone(),
             question: rec.preview.clone(),
-            note: rec.ended.as_ref().and_then(|e| e.note.clone()),
+            note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })
     }

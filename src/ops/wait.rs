@@ -48,7 +48,12 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         }
         None => "the supervisor died before the agent started".to_owned(),
     };
-    store.finish(&mut rec, Outcome::Lost, Some(note), None)?;
+    if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None) {
+        // A home we may read but not write (read-only, say): the answer is still `lost`.
+        let Some(ended) = rec.ended.as_mut() else { return Err(e) };
+        let note = ended.note.get_or_insert_with(String::new);
+        note.push_str(&format!("; this could not be recorded in the home: {e}"));
+    }
     Ok(rec)
 }
 

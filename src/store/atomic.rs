@@ -19,6 +19,8 @@ pub enum Durability {
 pub fn write_atomic(path: &Path, bytes: &[u8], how: Durability) -> Result<()> {
     let dir = path.parent().expect("record paths have a parent");
     let what = || format!("cannot write {}", path.display());
+    // Never into a directory that a planted symlink redirects.
+    super::files::check_dir(dir).ctx(what)?;
     // Named after the file, so a stray left by a crash can be traced to its task and removed.
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     let mut tmp = tempfile::Builder::new().prefix(&format!(".tmp-{name}-")).tempfile_in(dir).ctx(what)?;

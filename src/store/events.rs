@@ -3,13 +3,13 @@
 //! `events/lock`, which makes every event go to exactly one waiter.
 
 use std::collections::HashSet;
-use std::fs::{self, File, OpenOptions};
+use std::fs::File;
 use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use super::{Durability, FileLock, write_atomic};
+use super::{Durability, FileLock, files, write_atomic};
 use crate::error::{IoContext, Result};
 use crate::task::{Event, EventKind, Token};
 
@@ -67,7 +67,7 @@ impl EventLog {
 
     /// The log's bytes (none if it does not exist yet).
     fn read_log(&self) -> Result<Vec<u8>> {
-        match fs::read(self.log_path()) {
+        match files::read(&self.log_path(), u64::MAX / 2) {
             Ok(bytes) => Ok(bytes),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
             Err(e) => Err(e).ctx(|| format!("cannot read {}", self.log_path().display())),
@@ -76,8 +76,8 @@ impl EventLog {
 
     /// The seqs already consumed.
     fn read_consumed(&self) -> Result<HashSet<u64>> {
-        match fs::read_to_string(self.consumed_path()) {
-            Ok(text) => Ok(text.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+        match files::read(&self.consumed_path(), u64::MAX / 2) {
+            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).lines().filter_map(|l| l.trim().parse().ok()).collect()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(HashSet::new()),
             Err(e) => Err(e).ctx(|| format!("cannot read {}", self.consumed_path().display())),
         }
@@ -140,8 +140,14 @@ impl EventLog {
     }
 }
 
+/// Open for appending; reading too (the last seq is read back), so not `Access::Append`.
 fn open_append(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new().read(true).append(true).create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path)
+    let file = files::open(path, files::Access::ReadWriteCreate)?;
+    // SAFETY: fcntl on a descriptor we own.
+    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_APPEND) } == -1 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(file)
 }
 
 /// The seq of the last whole event in the log, and whether the log ends with a newline (a
@@ -233,7 +239,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = EventLog::new(dir.path().to_owned());
         log.append(Event::new(EventKind::Message, "s")).unwrap();
-        fs::OpenOptions::new().append(true).open(log.log_path()).unwrap().write_all(b"{\"type\":\"mess").unwrap();
+        std::fs::OpenOptions::new().append(true).open(log.log_path()).unwrap().write_all(b"{\"type\":\"mess").unwrap();
         let e = log.append(Event::new(EventKind::Message, "s")).unwrap();
         assert_eq!(e.seq, Some(2));
         let (events, _) = log.read_all().unwrap();

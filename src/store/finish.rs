@@ -1,15 +1,15 @@
 //! Recording the end of a task, even on a full disk, and removing what a finished task left.
 
-use std::fs;
+use std::fs::{self, File};
 use std::io::{self, ErrorKind};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::time::SystemTime;
 
-use super::{Durability, Store, logfile, write_atomic};
+use super::{Durability, Store, files, logfile, write_atomic};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Ended, Event, EventKind, Outcome, TaskRecord, Token, summary_preview, unix_ms};
+use crate::task::{Ended, Event, EventKind, Outcome, Role, TaskRecord, Token, summary_preview, unix_ms};
 
 /// Space set aside per running task so that its end can be recorded when the disk is full.
 const RESERVE: i64 = 256 * 1024;
@@ -23,7 +23,13 @@ impl Store {
     /// Set aside `RESERVE` bytes for the task's end (given back by `finish`).
     pub(super) fn reserve_space(&self, t: Token) -> Result<()> {
         let path = self.task_dir(t).join("reserve");
-        let what = || format!("cannot set aside disk space in {} (is the disk full?)", path.display());
+        let what = || {
+            format!(
+                "cannot set aside disk space for a new task in {} (is the home's disk full? free some space, or use \
+                 another home with --home)",
+                self.home().display()
+            )
+        };
         let file = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&path).ctx(what)?;
         // SAFETY: posix_fallocate on a descriptor we own.
         match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, RESERVE) } {
@@ -35,22 +41,26 @@ impl Store {
     /// Record the end of a task: its summary file, its final record, then its `task_finished`
     /// event. The caller holds the task's lock, so the first end recorded is the only one. On a
     /// full disk the task's reserve is given back and the writes are tried again. `lines` is the
-    /// log's line count when the caller kept it (the supervisor counts as the log grows).
+    /// log's line count and the open log when the caller holds them (the supervisor counts as
+    /// the log grows); otherwise the log is read from its path.
     pub fn finish(
         &self,
         rec: &mut TaskRecord,
         outcome: Outcome,
         note: Option<String>,
-        lines: Option<u64>,
+        log: Option<(u64, &File)>,
     ) -> Result<()> {
         if rec.ended.is_some() {
             return Ok(());
         }
         let t = rec.token;
         let mut notes: Vec<String> = note.into_iter().collect();
-        let log = self.log_path(&rec.role, t);
-        let (summary, line_count) = logfile::summary_and_lines(&log, lines).unwrap_or_else(|e| {
-            notes.push(format!("cannot read the log: {e}"));
+        let read = match log {
+            Some((lines, file)) => logfile::summary_of(file, Some(lines)),
+            None => logfile::summary_and_lines(&self.log_path(&rec.role, t), None),
+        };
+        let (summary, line_count) = read.unwrap_or_else(|e| {
+            notes.push(format!("cannot read the log: {}", files::describe(&e)));
             (String::new(), 0)
         });
         let reserve = self.task_dir(t).join("reserve");
@@ -104,6 +114,48 @@ impl Store {
                     let _ = fs::remove_file(e.path());
                 }
             }
+        }
+    }
+
+    /// Remove the task directories older than `age` that have no record and whose lock nobody
+    /// holds: tasks whose launcher failed or died before writing the record. Returns how many
+    /// were (or, with `dry_run`, would be) removed.
+    pub fn remove_strays(&self, age: std::time::Duration, dry_run: bool) -> Result<usize> {
+        let mut removed = 0;
+        for t in self.tokens()? {
+            let dir = self.task_dir(t);
+            let old = fs::symlink_metadata(&dir)
+                .and_then(|m| m.modified())
+                .is_ok_and(|at| at.elapsed().is_ok_and(|a| a >= age));
+            let no_record =
+                fs::symlink_metadata(dir.join("record.json")).is_err_and(|e| e.kind() == ErrorKind::NotFound);
+            if !old || !no_record {
+                continue;
+            }
+            let Some(_lock) = super::FileLock::try_take(&self.lock_path(t))? else { continue };
+            if !dry_run {
+                // Its role is unknown: look for its files under every role.
+                let roles = fs::read_dir(self.home().join("subagents")).into_iter().flatten().flatten();
+                for role in roles.filter_map(|e| e.file_name().to_str().and_then(|r| Role::parse(r).ok())) {
+                    self.remove_history(&role, t);
+                }
+                fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))?;
+            }
+            removed += 1;
+        }
+        Ok(removed)
+    }
+
+    /// Remove what a task that was never started left (its launcher failed to prepare it).
+    pub fn discard_task(&self, role: &Role, t: Token) {
+        self.remove_history(role, t);
+        let _ = fs::remove_dir_all(self.task_dir(t));
+    }
+
+    /// Remove the log, summary and question file of `t` under `role`, if there are any.
+    fn remove_history(&self, role: &Role, t: Token) {
+        for path in [self.log_path(role, t), self.summary_path(role, t), self.question_path(role, t)] {
+            let _ = fs::remove_file(path);
         }
     }
 

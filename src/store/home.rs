@@ -4,7 +4,7 @@
 use std::fs::{self, DirBuilder};
 use std::io::ErrorKind;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::{Component, Path, PathBuf};
 
 use crate::error::{Error, IoContext, Result};
 
@@ -23,20 +23,61 @@ pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
-/// Create the home if needed and check it: it must belong to this user; wider permissions
-/// than 0700 are tightened (with a warning). Returns its absolute path.
-pub(super) fn prepare_home(home: &Path) -> Result<PathBuf> {
+/// Where the home is, as a path without symlinks, without creating anything: the canonical
+/// form of its longest existing ancestor with the rest appended (the rest will be created as
+/// plain directories). Whether it exists yet is the second value.
+pub(super) fn locate_home(home: &Path) -> Result<(PathBuf, bool)> {
     let pick = "pick a directory of your own with --home or AGENTCTL_HOME";
-    if fs::metadata(home).is_ok_and(|m| !m.is_dir()) {
+    let absolute = std::path::absolute(home).ctx(|| format!("cannot resolve home {}", home.display()))?;
+    // Resolve part by part while the parts exist (symlinks and `..` as the system sees them),
+    // then lexically: what does not exist yet will be created as written.
+    let mut planned = PathBuf::from("/");
+    let mut found = true;
+    for part in absolute.components() {
+        match part {
+            Component::RootDir | Component::Prefix(_) | Component::CurDir => {}
+            Component::ParentDir if !found => {
+                planned.pop();
+            }
+            Component::ParentDir | Component::Normal(_) => {
+                let next = planned.join(part);
+                if found {
+                    match next.canonicalize() {
+                        Ok(real) => {
+                            planned = real;
+                            continue;
+                        }
+                        Err(e) if e.kind() == ErrorKind::NotFound => found = false,
+                        Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                            return Err(Error::Usage(format!(
+                                "cannot create home {}: {} is not a directory; {pick}",
+                                home.display(),
+                                planned.display()
+                            )));
+                        }
+                        Err(e) => {
+                            return Err(Error::Usage(format!("cannot reach home {}: {e}; {pick}", home.display())));
+                        }
+                    }
+                }
+                planned = next;
+            }
+        }
+    }
+    if !found && let Ok(real) = planned.canonicalize() {
+        // `missing/../existing`: it was there after all.
+        (planned, found) = (real, true);
+    }
+    if found && !planned.is_dir() {
         return Err(Error::Usage(format!("home {} exists and is not a directory; {pick}", home.display())));
     }
-    DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(home)
-        .map_err(|e| Error::Usage(format!("cannot create home {}: {e}; {pick}", home.display())))?;
-    let home = home.canonicalize().ctx(|| format!("cannot resolve home {}", home.display()))?;
-    let meta = fs::metadata(&home).ctx(|| format!("cannot read home {}", home.display()))?;
+    Ok((planned, found))
+}
+
+/// Check an existing home: it must belong to this user; wider permissions than 0700 are
+/// tightened (with a warning; a home that cannot be changed, read-only say, is left as it is).
+pub(super) fn check_home(home: &Path) -> Result<()> {
+    let meta = fs::metadata(home).ctx(|| format!("cannot read home {}", home.display()))?;
     // SAFETY: geteuid cannot fail.
     let me = unsafe { libc::geteuid() };
     if meta.uid() != me {
@@ -47,11 +88,27 @@ pub(super) fn prepare_home(home: &Path) -> Result<PathBuf> {
         )));
     }
     if meta.mode() & 0o077 != 0 {
-        fs::set_permissions(&home, fs::Permissions::from_mode(0o700))
-            .ctx(|| format!("cannot make home {} private", home.display()))?;
-        eprintln!("agentctl: home {} was open to others ({:o}); it is now 0700", home.display(), meta.mode() & 0o777);
+        let was = meta.mode() & 0o777;
+        match fs::set_permissions(home, fs::Permissions::from_mode(0o700)) {
+            Ok(()) => eprintln!("agentctl: home {} was open to others ({was:o}); it is now 0700", home.display()),
+            Err(e) => eprintln!(
+                "agentctl: home {} is open to others ({was:o}) and cannot be made private: {e}",
+                home.display()
+            ),
+        }
     }
-    Ok(home)
+    Ok(())
+}
+
+/// Create the (located) home and check it.
+pub(super) fn create_home(home: &Path) -> Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(home).map_err(|e| {
+        Error::Usage(format!(
+            "cannot create home {}: {e}; pick a directory of your own with --home or AGENTCTL_HOME",
+            home.display()
+        ))
+    })?;
+    check_home(home)
 }
 
 /// Create `home/rel` (each missing part 0700), refusing to pass through a symlink: nothing
@@ -98,7 +155,21 @@ mod tests {
         let home = dir.path().join("h");
         fs::create_dir(&home).unwrap();
         fs::set_permissions(&home, fs::Permissions::from_mode(0o755)).unwrap();
-        prepare_home(&home).unwrap();
+        check_home(&home).unwrap();
         assert_eq!(fs::metadata(&home).unwrap().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn locates_a_home_without_creating_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = dir.path().canonicalize().unwrap();
+        std::os::unix::fs::symlink(&real, real.join("link")).unwrap();
+        let (at, found) = locate_home(&real.join("link/a/./b/../c")).unwrap();
+        assert_eq!((at, found), (real.join("a/c"), false));
+        assert!(!real.join("a").exists(), "nothing is created");
+        let (at, found) = locate_home(&real.join("link")).unwrap();
+        assert_eq!((at, found), (real.clone(), true));
+        fs::write(real.join("file"), "").unwrap();
+        assert!(locate_home(&real.join("file")).is_err());
     }
 }

@@ -2,12 +2,13 @@
 //! so a free lock with no final record means the supervisor died; the event log's lock
 //! serialises appends and consumption.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
+use super::files::{self, Access};
 use crate::error::{IoContext, Result};
 
 /// An exclusive `flock` on a lock file. It is released when the last descriptor of its open file
@@ -15,26 +16,49 @@ use crate::error::{IoContext, Result};
 pub struct FileLock(File);
 
 impl FileLock {
-    /// Take the lock without waiting; `None` when someone (the live supervisor) holds it.
+    /// Create the lock file of a new task and take it.
+    pub fn create(path: &Path) -> Result<FileLock> {
+        let file =
+            files::open(path, Access::ReadWriteCreate).ctx(|| format!("cannot create lock {}", path.display()))?;
+        FileLock::lock(file, path, libc::LOCK_EX | libc::LOCK_NB)?.ok_or_else(|| {
+            crate::error::Error::Internal(format!("fresh lock {} was taken by someone else", path.display()))
+        })
+    }
+
+    /// Take an existing lock without waiting; `None` when someone (the live supervisor) holds
+    /// it. Opened for reading only (flock needs no more), so a read-only home can be checked.
     pub fn try_take(path: &Path) -> Result<Option<FileLock>> {
-        FileLock::lock(path, libc::LOCK_EX | libc::LOCK_NB)
+        let file = match files::open(path, Access::Read) {
+            // Removed by hand: nobody can hold it; make one to serialise whoever comes next.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => files::open(path, Access::ReadWriteCreate),
+            other => other,
+        }
+        .ctx(|| format!("cannot open lock {}", path.display()))?;
+        FileLock::lock(file, path, libc::LOCK_EX | libc::LOCK_NB)
     }
 
-    /// Take the lock, waiting for its holder (only for locks held briefly).
+    /// Take an existing lock, waiting at most `limit` for its holder to let go.
+    pub fn take_within(path: &Path, limit: Duration) -> Result<Option<FileLock>> {
+        let give_up = Instant::now() + limit;
+        loop {
+            if let Some(lock) = FileLock::try_take(path)? {
+                return Ok(Some(lock));
+            }
+            if Instant::now() >= give_up {
+                return Ok(None);
+            }
+            // flock has no timeout; its holders here are processes about to exit.
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Take the lock (created if needed), waiting for its holder (only for locks held briefly).
     pub fn take(path: &Path) -> Result<FileLock> {
-        FileLock::lock(path, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
+        let file = files::open(path, Access::ReadWriteCreate).ctx(|| format!("cannot open lock {}", path.display()))?;
+        FileLock::lock(file, path, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
     }
 
-    fn lock(path: &Path, how: libc::c_int) -> Result<Option<FileLock>> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .ctx(|| format!("cannot open lock {}", path.display()))?;
+    fn lock(file: File, path: &Path, how: libc::c_int) -> Result<Option<FileLock>> {
         // SAFETY: flock on a descriptor we own.
         loop {
             if unsafe { libc::flock(file.as_raw_fd(), how) } == 0 {

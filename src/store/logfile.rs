@@ -4,12 +4,12 @@ use std::fs::File;
 use std::io::{self, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
+use super::files::{self, Access};
 use crate::summary::{DEFAULT_CAP, summarize};
 
 /// Counts the lines of a log as it grows, reading each byte once (a last line without `\n`
 /// counts).
-pub struct LineCounter<R> {
-    src: R,
+pub struct LineCounter {
     lines: u64,
     last: Option<u8>,
     buf: Vec<u8>,
@@ -42,16 +42,27 @@ impl Checkpoint {
     }
 }
 
-impl<R: Read> LineCounter<R> {
-    /// Count from `src`'s current position.
-    pub fn new(src: R) -> LineCounter<R> {
-        LineCounter { src, lines: 0, last: None, buf: Vec::new(), counted: 0 }
+impl Default for LineCounter {
+    fn default() -> LineCounter {
+        LineCounter::new()
+    }
+}
+
+impl LineCounter {
+    /// A count of nothing yet.
+    pub fn new() -> LineCounter {
+        LineCounter { lines: 0, last: None, buf: Vec::new(), counted: 0 }
     }
 
-    /// Go on from `at`, read from `src`'s current position.
-    pub fn resume(src: R, at: Checkpoint) -> LineCounter<R> {
+    /// Go on from `at` (what follows is read from wherever the source stands).
+    pub fn resume(at: Checkpoint) -> LineCounter {
         let last = at.bytes.checked_sub(1).map(|_| if at.ends_with_newline { b'\n' } else { b' ' });
-        LineCounter { src, lines: at.newlines, last, buf: Vec::new(), counted: at.bytes }
+        LineCounter { lines: at.newlines, last, buf: Vec::new(), counted: at.bytes }
+    }
+
+    /// How many bytes have been counted.
+    pub fn counted(&self) -> u64 {
+        self.counted
     }
 
     /// Where the count stands, to be resumed later by another process.
@@ -59,8 +70,9 @@ impl<R: Read> LineCounter<R> {
         Checkpoint { bytes: self.counted, newlines: self.lines, ends_with_newline: self.last == Some(b'\n') }
     }
 
-    /// Count up to `budget` more bytes; true when it caught up with what has been written.
-    pub fn advance(&mut self, budget: u64) -> io::Result<bool> {
+    /// Count up to `budget` more bytes read from `src`; true when it caught up with what has
+    /// been written.
+    pub fn advance(&mut self, src: &mut impl Read, budget: u64) -> io::Result<bool> {
         if self.buf.is_empty() {
             // Small at first: most logs counted while a task starts are empty or short, and
             // every fresh page costs a fault.
@@ -68,7 +80,7 @@ impl<R: Read> LineCounter<R> {
         }
         let mut read = 0u64;
         while read < budget {
-            let n = match self.src.read(&mut self.buf) {
+            let n = match src.read(&mut self.buf) {
                 Ok(0) => return Ok(true),
                 Ok(n) => n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
@@ -94,26 +106,26 @@ impl<R: Read> LineCounter<R> {
 /// The number of lines in a log (a last line without `\n` counts).
 pub fn count_lines<R: Read + Seek>(src: &mut R) -> io::Result<u64> {
     src.seek(SeekFrom::Start(0))?;
-    let mut counter = LineCounter::new(src);
-    counter.advance(u64::MAX)?;
+    let mut counter = LineCounter::new();
+    counter.advance(src, u64::MAX)?;
     Ok(counter.total())
 }
 
 /// The line count of the log at `path` (0 if it does not exist), counting on from the
 /// checkpoint saved at `checkpoint` when there is a usable one.
 pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
-    let mut f = match File::open(path) {
+    let mut f = match files::open(path, Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
-    let saved = std::fs::read_to_string(checkpoint).ok().and_then(|t| Checkpoint::parse(&t));
+    let saved = files::read(checkpoint, 64).ok().and_then(|t| Checkpoint::parse(&String::from_utf8_lossy(&t)));
     match saved {
-        // A log never shrinks while its task runs; one that did is counted afresh.
+        // A log cut short (copytruncate) is counted afresh.
         Some(at) if at.bytes <= f.metadata()?.len() => {
             f.seek(SeekFrom::Start(at.bytes))?;
-            let mut counter = LineCounter::resume(f, at);
-            counter.advance(u64::MAX)?;
+            let mut counter = LineCounter::resume(at);
+            counter.advance(&mut f, u64::MAX)?;
             Ok(counter.total())
         }
         _ => count_lines(&mut f),
@@ -123,18 +135,21 @@ pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
 /// The summary of the log at `path`, and its line count unless `known` (empty if it does not
 /// exist).
 pub fn summary_and_lines(path: &Path, known: Option<u64>) -> io::Result<(String, u64)> {
-    match File::open(path) {
-        Ok(mut f) => {
-            let summary = summarize(&mut f, DEFAULT_CAP)?;
-            let lines = match known {
-                Some(n) => n,
-                None => count_lines(&mut f)?,
-            };
-            Ok((summary, lines))
-        }
+    match files::open(path, Access::Read) {
+        Ok(f) => summary_of(&f, known),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
         Err(e) => Err(e),
     }
+}
+
+/// The summary of the open log `f`, and its line count unless `known`.
+pub fn summary_of(mut f: &File, known: Option<u64>) -> io::Result<(String, u64)> {
+    let summary = summarize(&mut f, DEFAULT_CAP)?;
+    let lines = match known {
+        Some(n) => n,
+        None => count_lines(&mut f)?,
+    };
+    Ok((summary, lines))
 }
 
 #[cfg(test)]
@@ -145,9 +160,10 @@ mod tests {
 
     #[test]
     fn counts_a_growing_log_incrementally() {
-        let mut c = LineCounter::new(Cursor::new(b"a\nb\nc".to_vec()));
-        assert!(!c.advance(0).unwrap());
-        assert!(c.advance(u64::MAX).unwrap());
+        let mut src = Cursor::new(b"a\nb\nc".to_vec());
+        let mut c = LineCounter::new();
+        assert!(!c.advance(&mut src, 0).unwrap());
+        assert!(c.advance(&mut src, u64::MAX).unwrap());
         assert_eq!(c.total(), 3);
     }
 
@@ -164,12 +180,12 @@ mod tests {
         for text in texts {
             let bytes = text.as_bytes();
             for cut in 0..=bytes.len() {
-                let mut first = LineCounter::new(Cursor::new(bytes[..cut].to_vec()));
-                first.advance(u64::MAX).unwrap();
+                let mut first = LineCounter::new();
+                first.advance(&mut Cursor::new(bytes[..cut].to_vec()), u64::MAX).unwrap();
                 let at = Checkpoint::parse(&first.checkpoint().to_line()).unwrap();
                 assert_eq!(at.bytes, cut as u64);
-                let mut rest = LineCounter::resume(Cursor::new(bytes[cut..].to_vec()), at);
-                rest.advance(u64::MAX).unwrap();
+                let mut rest = LineCounter::resume(at);
+                rest.advance(&mut Cursor::new(bytes[cut..].to_vec()), u64::MAX).unwrap();
                 let full = count_lines(&mut Cursor::new(bytes)).unwrap();
                 assert_eq!(rest.total(), full, "{text:?} cut at {cut}");
             }
@@ -179,8 +195,9 @@ mod tests {
     #[test]
     fn line_count_trusts_a_checkpoint_and_counts_only_what_follows() {
         let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("t.log");
-        let saved = dir.path().join("lines");
+        let dir = dir.path().canonicalize().unwrap();
+        let log = dir.join("t.log");
+        let saved = dir.join("lines");
         std::fs::write(&log, "1\n2\n3\n4\n5\n").unwrap();
         assert_eq!(line_count(&log, &saved).unwrap(), 5, "no checkpoint: a full count");
         std::fs::write(&saved, Checkpoint { bytes: 6, newlines: 3, ends_with_newline: true }.to_line()).unwrap();

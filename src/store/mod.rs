@@ -2,6 +2,7 @@
 
 mod atomic;
 mod events;
+pub mod files;
 mod finish;
 mod home;
 mod lock;
@@ -10,6 +11,7 @@ mod tasks;
 
 pub use atomic::{Durability, write_atomic};
 pub use events::EventLog;
+pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
 pub use tasks::Store;

@@ -17,24 +17,56 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use super::home::{ensure_dir, prepare_home};
-use super::{Durability, EventLog, FileLock, write_atomic};
+use super::home::{check_home, create_home, ensure_dir, locate_home};
+use super::{Durability, EventLog, FileLock, files, write_atomic};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Role, TaskRecord, TaskSpec, Token};
 
-/// A home directory, created 0700, with absolute paths.
+/// The largest record or spec agentctl writes (a spec holds the agent's argv).
+const MAX_RECORD: u64 = 64 << 20;
+
+/// A home directory, created 0700, with a canonical path (no symlinks in it).
 #[derive(Clone, Debug)]
 pub struct Store {
     home: PathBuf,
 }
 
 impl Store {
-    /// Open (creating if needed) the home at `home`.
+    /// The home at `home`, created with its layout if needed: for commands that write.
     pub fn open(home: &Path) -> Result<Store> {
-        let home = prepare_home(home)?;
-        ensure_dir(&home, Path::new("tasks"))?;
-        ensure_dir(&home, Path::new("events"))?;
+        let store = Store::at(home)?;
+        store.create()?;
+        Ok(store)
+    }
+
+    /// The home at `home` as it is, creating nothing (checked if it exists): for commands that
+    /// validate their input before they create anything (`create` then makes it).
+    pub fn at(home: &Path) -> Result<Store> {
+        let (home, found) = locate_home(home)?;
+        if found {
+            check_home(&home)?;
+        }
         Ok(Store { home })
+    }
+
+    /// The home at `home`, which must exist: for commands that only read (a mistyped --home is
+    /// said to be one, not created).
+    pub fn existing(home: &Path) -> Result<Store> {
+        let (home, found) = locate_home(home)?;
+        // `tasks/` marks a home; an unrelated directory is not made private.
+        if !found || !home.join("tasks").is_dir() {
+            return Err(Error::NoHome(home));
+        }
+        check_home(&home)?;
+        Ok(Store { home })
+    }
+
+    /// Create the home and its layout; nothing happens to what is already there.
+    pub fn create(&self) -> Result<()> {
+        create_home(&self.home)?;
+        ensure_dir(&self.home, Path::new("tasks"))?;
+        ensure_dir(&self.home, Path::new("events"))?;
+        Ok(())
     }
 
     /// The absolute home directory.
@@ -86,7 +118,8 @@ impl Store {
         self.history_dir(role).join(format!("{t}.question.md"))
     }
 
-    /// Create a task with a fresh unique token and take its lock.
+    /// Create a task with a fresh unique token and take its lock. Nothing is left behind if
+    /// that fails (a full disk, say).
     pub fn create_task(&self, role: &Role) -> Result<(Token, FileLock)> {
         ensure_dir(&self.home, &Path::new("subagents").join(role.as_str()).join("data/history"))?;
         for _ in 0..1000 {
@@ -94,10 +127,14 @@ impl Store {
             let dir = self.task_dir(t);
             match DirBuilder::new().mode(0o700).create(&dir) {
                 Ok(()) => {
-                    let lock = FileLock::try_take(&self.lock_path(t))?
-                        .ok_or_else(|| Error::Internal(format!("fresh task {t} was locked by someone else")))?;
-                    self.reserve_space(t)?;
-                    return Ok((t, lock));
+                    let taken = FileLock::create(&self.lock_path(t)).and_then(|lock| {
+                        self.reserve_space(t)?;
+                        Ok(lock)
+                    });
+                    if taken.is_err() {
+                        let _ = fs::remove_dir_all(&dir);
+                    }
+                    return Ok((t, taken?));
                 }
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e).ctx(|| format!("cannot create {}", dir.display())),
@@ -135,7 +172,7 @@ impl Store {
 
     fn read_json<T: DeserializeOwned>(&self, t: Token, name: &str) -> Result<T> {
         let path = self.task_dir(t).join(name);
-        let bytes = match fs::read(&path) {
+        let bytes = match files::read(&path, MAX_RECORD) {
             Ok(b) => b,
             Err(e) if e.kind() == ErrorKind::NotFound => {
                 return Err(Error::UnknownToken { token: t, home: self.home.clone() });

@@ -3,6 +3,7 @@
 
 pub mod control;
 mod launch;
+mod logwatch;
 mod run;
 mod spawn;
 mod unix;

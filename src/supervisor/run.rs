@@ -6,12 +6,11 @@ use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::{SigSet, Signal};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
@@ -19,14 +18,13 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 use super::control::{DONE, Request};
 use super::launch::{LOCK_FD, report};
+use super::logwatch::LogWatch;
 use super::spawn::spawn_agent;
 use super::unix::{
     close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
 };
 use crate::error::{IoContext, Result};
 use crate::store::Store;
-use crate::store::logfile::{Checkpoint, LineCounter};
-use crate::store::{Durability, write_atomic};
 use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
@@ -42,7 +40,7 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
             return ExitCode::from(70);
         }
     }
-    match Store::open(home) {
+    match Store::at(home) {
         Ok(store) => serve(store, token),
         Err(e) => {
             report(&format!("error {e}"));
@@ -87,78 +85,8 @@ struct Supervisor {
     kill_at: Option<Instant>,
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
-    log: Option<LogWatch>,
+    log: LogWatch,
     _lock: OwnedFd,
-}
-
-/// A growing log and what has been counted of it.
-struct LogWatch {
-    changes: Inotify,
-    counter: LineCounter<File>,
-    /// More was written than the last pass counted.
-    behind: bool,
-    /// Where the count is published for `status`, `list` and `await`, and when it last was.
-    checkpoint: PathBuf,
-    published: Option<(Instant, Checkpoint)>,
-    /// When a count held back by `PUBLISH_EVERY` is to be published.
-    due: Option<Instant>,
-    /// False once the record is final.
-    publishing: bool,
-}
-
-/// How often, at most, the count is published while the log grows. Readers count what came after
-/// the checkpoint themselves, so a stale one costs them little and is never wrong.
-const PUBLISH_EVERY: Duration = Duration::from_secs(1);
-
-impl LogWatch {
-    fn open(path: &Path, checkpoint: PathBuf) -> Option<LogWatch> {
-        let file = OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path).ok()?;
-        let changes = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
-        changes.add_watch(path, AddWatchFlags::IN_MODIFY).ok()?;
-        Some(LogWatch {
-            changes,
-            counter: LineCounter::new(file),
-            behind: true,
-            checkpoint,
-            published: None,
-            due: None,
-            publishing: true,
-        })
-    }
-
-    /// Save the count for other processes, at most every `PUBLISH_EVERY`; a count held back is
-    /// published when its time comes (see `due`).
-    fn publish(&mut self) {
-        let now = Instant::now();
-        let at = self.counter.checkpoint();
-        self.due = None;
-        if !self.publishing {
-            return;
-        }
-        match self.published {
-            Some((_, last)) if last == at => return,
-            Some((when, _)) if now < when + PUBLISH_EVERY => {
-                self.due = Some(when + PUBLISH_EVERY);
-                return;
-            }
-            _ => {}
-        }
-        if write_atomic(&self.checkpoint, at.to_line().as_bytes(), Durability::Atomic).is_ok() {
-            self.published = Some((now, at));
-        }
-    }
-
-    /// Count what was written since the last pass, a bounded slice at a time so that halts and
-    /// waiters are served between slices.
-    fn count_some(&mut self) {
-        while let Ok(events) = self.changes.read_events() {
-            if events.is_empty() {
-                break;
-            }
-        }
-        self.behind = !matches!(self.counter.advance(16 << 20), Ok(true));
-        self.publish();
-    }
 }
 
 impl Supervisor {
@@ -192,8 +120,14 @@ impl Supervisor {
             }
         };
 
-        let child = match spawn_agent(&store, &rec, &spec) {
-            Ok(pid) => pid,
+        let log_path = store.log_path(&rec.role, rec.token);
+        let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
+        let spawned = match opened {
+            Ok((output, log)) => spawn_agent(&output, &spec).map(|pid| (pid, log)),
+            Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
+        };
+        let (child, log) = match spawned {
+            Ok(started) => started,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
                 refuse_start(&store, &mut rec, msg)?;
@@ -213,7 +147,6 @@ impl Supervisor {
             let _ = nix::unistd::dup2_stdout(null);
         }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        let log = LogWatch::open(&store.log_path(&rec.role, rec.token), store.lines_path(token));
         Ok(Some(Supervisor {
             store,
             rec,
@@ -237,11 +170,8 @@ impl Supervisor {
             if let Some(exit) = self.agent_exit() {
                 break exit;
             }
-            let wake = [
-                self.kill_at.filter(|_| !self.killed),
-                self.deadline.filter(|_| self.stop.is_none()),
-                self.log.as_ref().and_then(|l| l.due),
-            ];
+            let wake =
+                [self.kill_at.filter(|_| !self.killed), self.deadline.filter(|_| self.stop.is_none()), self.log.due];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
         };
@@ -266,7 +196,7 @@ impl Supervisor {
     /// Wait for a signal, a connection, a client's request, log growth or `until`; handle what
     /// came.
     fn poll_once(&mut self, until: Option<Instant>) {
-        let behind = self.log.as_ref().is_some_and(|l| l.behind);
+        let behind = self.log.behind;
         let timeout = if behind {
             PollTimeout::ZERO
         } else {
@@ -281,8 +211,8 @@ impl Supervisor {
                 PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
                 PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
             ];
-            if let Some(l) = &self.log {
-                fds.push(PollFd::new(l.changes.as_fd(), PollFlags::POLLIN));
+            if let Some(changes) = self.log.changes() {
+                fds.push(PollFd::new(changes, PollFlags::POLLIN));
             }
             fds.extend(self.clients.iter().map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)));
             match poll(&mut fds, timeout) {
@@ -290,14 +220,12 @@ impl Supervisor {
                 Err(_) => vec![false; fds.len()],
             }
         };
-        let first_client = if self.log.is_some() { 3 } else { 2 };
+        let first_client = if self.log.changes().is_some() { 3 } else { 2 };
         if ready[0] {
             self.on_signals();
         }
-        if let Some(l) = self.log.as_mut()
-            && (behind || ready[2])
-        {
-            l.count_some();
+        if behind || (first_client == 3 && ready[2]) {
+            self.log.count_some();
         }
         // Clients first: `ready` covers only those that were polled.
         let mut i = ready.len() - first_client;
@@ -384,10 +312,8 @@ impl Supervisor {
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.kill_all();
         }
-        if let Some(log) = self.log.as_mut()
-            && log.due.is_some_and(|d| now >= d)
-        {
-            log.publish();
+        if self.log.due.is_some_and(|d| now >= d) {
+            self.log.publish();
         }
     }
 
@@ -425,14 +351,9 @@ impl Supervisor {
             });
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
-        let lines = self.log.as_mut().and_then(|l| l.counter.advance(u64::MAX).ok().map(|_| l.counter.total()));
-        // The final count goes into the record; nothing is published after it. (The watch stays
-        // open: closing an inotify instance waits for an RCU grace period, many milliseconds
-        // that waiters would wait too.)
-        if let Some(l) = self.log.as_mut() {
-            l.publishing = false;
-        }
-        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), lines) {
+        // Counted and summarized from the file the agent wrote, whatever became of its name.
+        let log = self.log.finish();
+        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log)) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.answer(|want| want == Some(Request::Wait));

@@ -10,30 +10,20 @@
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
-use crate::store::Store;
-use crate::task::{TaskRecord, TaskSpec};
+use crate::task::TaskSpec;
 
-/// Start the agent in its own process group, output to the log, nothing else inherited.
-pub(super) fn spawn_agent(store: &Store, rec: &TaskRecord, spec: &TaskSpec) -> std::result::Result<Pid, String> {
+/// Start the agent in its own process group, output to `log`, nothing else inherited.
+pub(super) fn spawn_agent(log: &File, spec: &TaskSpec) -> std::result::Result<Pid, String> {
     let name = &spec.argv[0];
-    let log_path = store.log_path(&rec.role, rec.token);
-    let log = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&log_path)
-        .map_err(|e| format!("cannot open log {}: {e}", log_path.display()))?;
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
     let exec = Exec::new(spec).map_err(|e| format!("cannot run `{name}`: {e}"))?;
     let child = Child {

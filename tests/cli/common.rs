@@ -56,6 +56,11 @@ impl Home {
 
     /// The binary with this home, an isolated config dir and the fake kiro-cli first on PATH.
     pub fn cmd(&self) -> Command {
+        self.cmd_at(self.path())
+    }
+
+    /// `cmd`, with the home reached through `home` (a bind mount of it, say).
+    pub fn cmd_at(&self, home: &Path) -> Command {
         let mut c = Command::new(BIN);
         // The fake kiro-cli first; then agentctl itself, for agents that call it.
         let bin_dir = Path::new(BIN).parent().unwrap();
@@ -66,7 +71,7 @@ impl Home {
             std::env::var("PATH").unwrap_or_default()
         );
         c.arg("--home")
-            .arg(self.path())
+            .arg(home)
             .env("PATH", path)
             .env("XDG_CONFIG_HOME", self.path().join("config"))
             .env_remove("AGENTCTL_HOME")
@@ -80,6 +85,35 @@ impl Home {
     pub fn run(&self, args: &[&str], code: i32) -> Run {
         let out = self.cmd().args(args).output().unwrap();
         check(args, out, code)
+    }
+
+    /// `run`, for a command that might hang: killed, and the test failed, after `limit`.
+    #[allow(dead_code, reason = "used by the fault suite only")]
+    pub fn run_within(&self, limit: Duration, args: &[&str], code: i32) -> Run {
+        self.run_at(self.path(), limit, args, code)
+    }
+
+    /// `run_within`, with the home reached through `home`.
+    #[allow(dead_code, reason = "used by the fault suite only")]
+    pub fn run_at(&self, home: &Path, limit: Duration, args: &[&str], code: i32) -> Run {
+        let child = self.cmd_at(home).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let pid = child.id() as i32;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || tx.send(child.wait_with_output()));
+        match rx.recv_timeout(limit) {
+            Ok(out) => check(args, out.unwrap(), code),
+            Err(_) => {
+                // SAFETY: kill on the pid of our own child, which cannot have been reaped.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+                panic!("agentctl {args:?} hung for {limit:?}");
+            }
+        }
+    }
+
+    /// Make the home (as the first `wait` of a lead does), with no task in it.
+    #[allow(dead_code, reason = "used by the fault suite only")]
+    pub fn init(&self) {
+        self.run(&["wait", "--timeout", "0s"], 124);
     }
 
     /// `run --async -- fake-agent ARGS…` and return the token.

@@ -139,3 +139,52 @@ fn a_home_that_cannot_be_a_directory_is_refused_with_what_to_do() {
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me", "the file was touched");
 }
+
+#[test]
+fn refused_commands_and_commands_that_only_read_create_no_home() {
+    let h = Home::under("not/yet/here");
+    let top = h.path().parent().unwrap().parent().unwrap().to_owned();
+    for args in [
+        vec!["ask", "my role", "q"],
+        vec!["status", "../../etc"],
+        vec!["run", "--session", "bad name", "--", "true"],
+        vec!["run", "--timeout", "soon", "--", "true"],
+        vec!["run", "--", "no-such-command-anywhere"],
+        vec!["ask", "--cwd", "/no/such/dir", "reviewer", "q"],
+    ] {
+        h.run(&args, 2);
+        assert!(!top.exists(), "{args:?} created {}", top.display());
+    }
+    for args in [
+        vec!["status", "abcdef"],
+        vec!["list"],
+        vec!["logs", "abcdef"],
+        vec!["await", "abcdef"],
+        vec!["halt", "abcdef"],
+        vec!["events"],
+        vec!["prune", "--keep", "1"],
+    ] {
+        let r = h.run(&[&["--json"], args.as_slice()].concat(), 2);
+        assert_eq!(r.json()["kind"], "no_home", "{args:?}: {}", r.stdout);
+        assert!(r.stderr.contains("no agentctl home at") && r.stderr.contains("--home"), "{}", r.stderr);
+        assert!(!top.exists(), "{args:?} created {}", top.display());
+    }
+    // The first command that starts something makes it.
+    h.run(&["run", "--", &fake_agent(), "sleep", "0"], 0);
+    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 1);
+}
+
+#[test]
+fn prune_removes_what_its_dry_run_listed_even_while_a_supervisor_is_finishing() {
+    let h = Home::new();
+    // The agent leaves a child that ignores SIGTERM: its supervisor spends the grace period
+    // ending it after the final record is written, holding the task's lock.
+    let script = r#"trap "" TERM; (while :; do sleep 1; done) & echo "> left one behind""#;
+    let v = h.run(&["--json", "run", "--", "sh", "-c", script], 0).json();
+    assert_eq!(v["status"], "completed");
+    let dry = h.run(&["--json", "prune", "--older-than", "0s", "--dry-run"], 0).json();
+    assert_eq!(dry["count"], 1, "{dry}");
+    let real = h.run(&["--json", "prune", "--older-than", "0s"], 0).json();
+    assert_eq!(real["count"], 1, "{real}");
+    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0);
+}

@@ -55,7 +55,9 @@ fn a_missing_agent_command_fails_at_once_with_how_to_configure_one() {
     assert!(err.contains("`kiro-cli`") && err.contains("agents.toml") && err.contains("[agents.reviewer]"), "{err}");
     let r = h.run(&["run", "--", "no-such-command-here"], 2);
     assert!(r.stderr.contains("`no-such-command-here`"), "{}", r.stderr);
-    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0, "a refused ask must not leave a task");
+    // Refused before anything was created: not a task, not even the home.
+    assert_eq!(h.run(&["--json", "list"], 2).json()["kind"], "no_home", "a refused ask must not leave a task");
+    assert!(!h.path().join("tasks").exists());
 }
 
 #[test]

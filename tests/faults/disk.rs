@@ -47,7 +47,7 @@ fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
 #[test]
 fn a_home_open_to_others_is_tightened_and_one_owned_by_another_user_refused() {
     let h = Home::new();
-    h.run(&["list"], 0);
+    h.init();
     std::fs::set_permissions(h.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let r = h.run(&["list"], 0);
     assert!(r.stderr.contains("now 0700"), "{}", r.stderr);
@@ -62,7 +62,7 @@ fn a_home_open_to_others_is_tightened_and_one_owned_by_another_user_refused() {
 #[test]
 fn a_symlink_planted_in_the_home_does_not_redirect_writes() {
     let h = Home::new();
-    h.run(&["list"], 0);
+    h.init();
     let outside = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(h.path().join("subagents")).unwrap();
     std::os::unix::fs::symlink(outside.path(), h.path().join("subagents/reviewer")).unwrap();
@@ -74,4 +74,42 @@ fn a_symlink_planted_in_the_home_does_not_redirect_writes() {
     let r = h.run(&["wait", "--timeout", "0.1s"], 2);
     assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
     assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0, "something was written through the symlink");
+}
+
+#[test]
+fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
+    let h = Home::under("tiny");
+    let _disk = TinyDisk::mount(h.path());
+    h.init();
+    // Fill the disk to the last byte.
+    let mut filler = std::fs::File::create(h.path().join("filler")).unwrap();
+    let block = vec![b'x'; 64 * 1024];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    while std::io::Write::write_all(&mut filler, b"x").is_ok() {}
+    let tasks = h.path().join("tasks");
+    for _ in 0..20 {
+        let r = h.cmd().args(["run", "--", &fake_agent(), "sleep", "0"]).output().unwrap();
+        assert_ne!(r.status.code(), Some(0), "a run on a full disk succeeded");
+        assert!(String::from_utf8_lossy(&r.stderr).contains("disk"), "{}", String::from_utf8_lossy(&r.stderr));
+    }
+    let left: Vec<_> = std::fs::read_dir(&tasks).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.is_empty(), "refused runs left task directories: {left:?}");
+    drop(filler);
+    std::fs::remove_file(h.path().join("filler")).unwrap();
+
+    // A stray from a launcher that died half way (no record), old enough to be sure: prune
+    // lists it in a dry run and removes it.
+    let stray = tasks.join("abc123");
+    std::fs::create_dir(&stray).unwrap();
+    std::fs::write(stray.join("lock"), "").unwrap();
+    std::fs::create_dir_all(h.path().join("subagents/run/data/history")).unwrap();
+    std::fs::write(h.path().join("subagents/run/data/history/abc123.log"), "half").unwrap();
+    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    std::fs::File::open(&stray).unwrap().set_modified(an_hour_ago).unwrap();
+    let dry = h.run(&["--json", "prune", "--keep", "100", "--dry-run"], 0).json();
+    assert_eq!(dry["strays_removed"], 1, "{dry}");
+    assert!(stray.exists());
+    let real = h.run(&["--json", "prune", "--keep", "100"], 0).json();
+    assert_eq!(real["strays_removed"], 1, "{real}");
+    assert!(!stray.exists() && !h.path().join("subagents/run/data/history/abc123.log").exists());
 }

@@ -1,0 +1,202 @@
+//! Files of the home that are not what agentctl wrote: symlinks planted in place of a log, a
+//! summary or a record; a log replaced by a FIFO or a device; a log cut short or deleted while
+//! the task runs; a read-only home. No read follows a symlink, blocks, or runs unbounded.
+
+use std::os::unix::fs::symlink;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::json;
+
+use crate::common::{Home, fake_agent, wait_until};
+use crate::raw_mcp::RawMcp;
+
+const HANG: Duration = Duration::from_secs(20);
+
+fn log_of(h: &Home, token: &str) -> PathBuf {
+    PathBuf::from(h.status(token)["log_path"].as_str().unwrap())
+}
+
+fn replace_with_symlink(path: &Path, target: &Path) {
+    std::fs::remove_file(path).unwrap();
+    symlink(target, path).unwrap();
+}
+
+#[test]
+fn symlinks_planted_as_files_are_refused_never_followed() {
+    let h = Home::new();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "SECRET outside the home\n").unwrap();
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0", "real answer"], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let log = PathBuf::from(v["log_path"].as_str().unwrap());
+    let summary = PathBuf::from(v["summary_path"].as_str().unwrap());
+
+    replace_with_symlink(&log, &secret);
+    for args in [vec!["logs", &token], vec!["--json", "logs", &token], vec!["logs", &token, "--tail", "1"]] {
+        let r = h.run(&args, 2);
+        assert!(!r.stdout.contains("SECRET"), "{args:?} followed the symlink: {}", r.stdout);
+        assert!(r.stderr.contains("is a symlink"), "{args:?}: {}", r.stderr);
+    }
+    replace_with_symlink(&summary, &secret);
+    let st = h.run(&["--json", "status", &token], 0).json();
+    assert!(!st.to_string().contains("SECRET"), "{st}");
+    assert!(st["note"].as_str().unwrap().contains("is a symlink"), "{st}");
+    let mut mcp = RawMcp::start(&h, &[]);
+    let page = mcp.call("logs", json!({"token": token}));
+    assert_eq!(page["isError"], true, "{page}");
+    assert!(!page.to_string().contains("SECRET"), "{page}");
+    drop(mcp);
+
+    let record = h.path().join("tasks").join(&token).join("record.json");
+    let copy = outside.path().join("record.json");
+    std::fs::copy(&record, &copy).unwrap();
+    replace_with_symlink(&record, &copy);
+    let r = h.run(&["status", &token], 2);
+    assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
+
+    // A directory of the home replaced by a symlink is refused just the same.
+    let other = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0", "x"], 0).json();
+    let other = other["token"].as_str().unwrap().to_owned();
+    let task_dir = h.path().join("tasks").join(&other);
+    let moved = outside.path().join("moved");
+    std::fs::rename(&task_dir, &moved).unwrap();
+    symlink(&moved, &task_dir).unwrap();
+    let r = h.run(&["status", &other], 2);
+    assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
+
+    // The home's agents.toml too.
+    let agents = outside.path().join("agents.toml");
+    std::fs::write(&agents, "[default]\ncommand = [\"sh\", \"-c\", \"echo SECRET\"]\n").unwrap();
+    symlink(&agents, h.path().join("agents.toml")).unwrap();
+    let r = h.run(&["ask", "reviewer", "hi"], 2);
+    assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
+}
+
+#[test]
+fn a_log_replaced_by_a_fifo_or_a_device_blocks_no_reader_and_not_the_supervisor() {
+    let h = Home::new();
+    let token = h.start(&["tick", "1000", "0.05"]);
+    wait_until(HANG, "some output", || h.status(&token)["line_count"].as_u64() >= Some(2));
+    let log = log_of(&h, &token);
+    std::fs::remove_file(&log).unwrap();
+    nix::unistd::mkfifo(&log, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+
+    for args in [vec!["--json", "list"], vec!["--json", "status", &token]] {
+        let v = h.run_within(HANG, &args, 0).json();
+        assert!(v.to_string().contains("a FIFO"), "{args:?}: {v}");
+    }
+    h.run_within(HANG, &["logs", &token], 2);
+    // The MCP server answers call after call (each used to hold one of its threads forever).
+    let mut mcp = RawMcp::start(&h, &[]);
+    for _ in 0..4 {
+        let r = mcp.call("list", json!({}));
+        assert_eq!(r["structuredContent"]["count"], 1, "{r}");
+    }
+    drop(mcp);
+    // The supervisor still halts and sums up from the file the agent was writing.
+    let v = h.run_within(HANG, &["--json", "halt", &token, "--grace", "1s"], 0).json();
+    assert_eq!(v["status"], "cancelled");
+    assert!(v["summary"].as_str().unwrap().contains("tick 1"), "{v}");
+
+    let other = h.start(&["sleep", "60"]);
+    let log = log_of(&h, &other);
+    std::fs::remove_file(&log).unwrap();
+    symlink("/dev/zero", &log).unwrap();
+    let v = h.run_within(HANG, &["--json", "status", &other], 0).json();
+    assert_eq!(v["status"], "running");
+    assert!(v["note"].as_str().unwrap().contains("is a symlink"), "{v}");
+    h.run_within(HANG, &["halt", &other, "--grace", "0.1s"], 0);
+}
+
+#[test]
+fn a_log_cut_short_in_place_is_counted_right_and_paged_to_its_end() {
+    let h = Home::new();
+    let gate = h.path().join("gate");
+    let script = format!(
+        "for i in $(seq 200); do echo line $i; done; while [ ! -e '{}' ]; do sleep 0.05; done; echo '> after the cut'",
+        gate.display()
+    );
+    let token =
+        h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json()["token"].as_str().unwrap().to_owned();
+    wait_until(HANG, "200 lines", || h.status(&token)["line_count"] == 200);
+    let log = log_of(&h, &token);
+    // logrotate's copytruncate: the file is cut to nothing while the agent goes on appending.
+    std::fs::OpenOptions::new().write(true).open(&log).unwrap().set_len(0).unwrap();
+    std::fs::write(&gate, "").unwrap();
+    let v = h.run(&["--json", "await", &token, "--timeout", "20s"], 0).json();
+    assert_eq!((v["line_count"].as_u64(), v["summary"].as_str()), (Some(1), Some("after the cut")), "{v}");
+    assert_eq!(h.status(&token)["line_count"], 1);
+
+    // Paging never stands still: past the end there is no next page.
+    let mut mcp = RawMcp::start(&h, &[]);
+    for offset in [0u64, 1, 150, 10_000] {
+        let page = mcp.call("logs", json!({"token": token, "offset": offset, "limit": 50}));
+        let s = &page["structuredContent"];
+        let next = s["next_offset"].as_u64();
+        assert!(next.is_none_or(|n| n > offset), "offset {offset}: next {next:?}: {s}");
+    }
+    let page = mcp.call("logs", json!({"token": token, "offset": 0, "limit": 0}));
+    assert!(page["structuredContent"]["next_offset"].as_u64().is_none_or(|n| n > 0), "{page}");
+}
+
+#[test]
+fn a_log_deleted_while_the_task_runs_still_gives_the_summary() {
+    let h = Home::new();
+    let token = h.start(&["tick", "3", "0.3"]);
+    wait_until(HANG, "some output", || h.status(&token)["line_count"].as_u64() >= Some(1));
+    std::fs::remove_file(log_of(&h, &token)).unwrap();
+    let v = h.run(&["--json", "await", &token, "--timeout", "20s"], 0).json();
+    assert_eq!(v["summary"], "ticked 3", "{v}");
+    assert_eq!(v["line_count"], 4, "{v}");
+}
+
+/// A read-only view of `dir`, unmounted when dropped.
+struct ReadOnly(PathBuf);
+
+impl ReadOnly {
+    fn bind(dir: &Path, at: &Path) -> ReadOnly {
+        std::fs::create_dir_all(at).unwrap();
+        let run = |args: &[&str]| Command::new("mount").args(args).status().is_ok_and(|s| s.success());
+        let (d, a) = (dir.to_str().unwrap(), at.to_str().unwrap());
+        assert!(run(&["--bind", d, a]), "a read-only bind mount needs root (as on the CI machine)");
+        assert!(run(&["-o", "remount,bind,ro", a]));
+        ReadOnly(at.to_owned())
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn a_read_only_home_can_be_read() {
+    let h = Home::under("home");
+    let done = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0", "finished"], 0).json();
+    let running = h.start(&["sleep", "60"]);
+    let lost_pids = h.path().parent().unwrap().join("pids");
+    let lost = h.start(&["stubborn", lost_pids.to_str().unwrap()]);
+    crate::common::read_pids(&lost_pids);
+    let sup = h.record(&lost)["started"]["supervisor_pid"].as_i64().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    wait_until(HANG, "the supervisor to die", || !crate::common::alive(sup));
+
+    let ro = ReadOnly::bind(h.path(), &h.path().parent().unwrap().join("ro"));
+    let list = h.run_at(&ro.0, HANG, &["--json", "list"], 0).json();
+    let statuses: Vec<_> = list["tasks"].as_array().unwrap().iter().map(|t| t["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses.len(), 3, "{list}");
+    assert!(statuses.contains(&"running") && statuses.contains(&"completed"), "{list}");
+    assert_eq!(h.run_at(&ro.0, HANG, &["--json", "status", &running], 0).json()["status"], "running");
+    let v = h.run_at(&ro.0, HANG, &["--json", "status", &lost], 1).json();
+    assert_eq!(v["status"], "lost", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("could not be recorded"), "{v}");
+    let r = h.run_at(&ro.0, HANG, &["logs", done["token"].as_str().unwrap()], 0);
+    assert!(r.stdout.contains("finished"), "{}", r.stdout);
+    h.run_at(&ro.0, HANG, &["--json", "await", &running, "--timeout", "0.2s"], 124);
+    drop(ro);
+    h.run(&["halt", &running, "--grace", "0.1s"], 0);
+}
