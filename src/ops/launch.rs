@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::events::session_of;
 use super::view::TaskView;
-use super::wait::{DEFAULT_GRACE, await_task};
+use super::wait::{DEFAULT_GRACE, await_task, refresh};
 use crate::agents::Agents;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
@@ -164,7 +164,7 @@ pub async fn settle(store: &Store, token: Token, wait: Wait) -> Result<TaskView>
 
 /// The answer for a task left running in the background.
 fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
-    let mut v = TaskView::of(store, &store.read_record(token)?, true)?;
+    let mut v = TaskView::of(store, &refresh(store, token)?, true)?;
     v.message = Some(format!(
         "Task {token} is running in the background. Await it to get its result (await blocks up to 55 s; call it again to keep waiting), or halt it to stop it."
     ));

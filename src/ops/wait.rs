@@ -8,6 +8,7 @@ use super::view::TaskView;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
 use crate::supervisor::control::{self, Request};
+use crate::supervisor::reach;
 use crate::task::{Outcome, Status, TaskRecord, Token};
 
 /// Time between SIGTERM and SIGKILL when halting, unless told otherwise.
@@ -37,16 +38,17 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     if rec.status().is_final() {
         return Ok(rec);
     }
-    let note = match &rec.started {
-        Some(s) => {
-            // The agent died with its supervisor (PDEATHSIG); end what is left of its group.
-            let ended = crate::supervisor::end_lost_group(s.pid, s.sid);
-            format!(
-                "the supervisor died; the agent was killed with it and {ended} other process(es) of its group were \
-                 ended; processes that left the group (setsid) could not be traced"
-            )
+    // The agent dies with its supervisor (PDEATHSIG) unless it changed its credentials (a
+    // setuid program); whatever of the task is left in its session is ended here.
+    let untraced = "processes that left the task's session (setsid) could not be traced";
+    let note = match (store.supervisor_id(token), &rec.started) {
+        (Some(id), started) => {
+            let ended = reach::end_lost(id).describe();
+            let when = if started.is_some() { "" } else { " before it recorded that the agent started" };
+            format!("the supervisor died{when}; {ended}; {untraced}")
         }
-        None => "the supervisor died before the agent started".to_owned(),
+        (None, None) => "the supervisor died before it started the agent".to_owned(),
+        (None, Some(_)) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None) {
         // A home we may read but not write (read-only, say): the answer is still `lost`.
@@ -90,29 +92,54 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
     }
 }
 
+/// How long past the grace period a halt waits for the supervisor before it ends the task
+/// itself.
+const TAKE_OVER_AFTER: Duration = Duration::from_millis(500);
+
+/// How often a halt looks whether an agent stopped its supervisor (SIGSTOP).
+const ROUSE_EVERY: Duration = Duration::from_millis(100);
+
 /// Stop the task: SIGTERM to everything it runs, SIGKILL after `grace`. Returns once nothing
 /// of it is left alive, with its partial summary. `purge` also removes its log and summary.
+///
+/// The supervisor does the work. A supervisor that an agent stopped (SIGSTOP) is woken as often
+/// as it is stopped; one that has not answered once the grace period is over (by
+/// `TAKE_OVER_AFTER`) is past saving: the halt kills the task's processes and the supervisor
+/// itself, and records the end.
 pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> Result<TaskView> {
-    let give_up = Instant::now() + grace + Duration::from_secs(30);
-    loop {
-        let rec = refresh(store, token)?;
-        let status = rec.status();
-        if status.is_final() {
-            return Err(Error::AlreadyFinished { token, status });
+    let status = refresh(store, token)?.status();
+    if status.is_final() {
+        return Err(Error::AlreadyFinished { token, status });
+    }
+    let id = store.supervisor_id(token);
+    let take_over_at = Instant::now() + grace + TAKE_OVER_AFTER;
+    let wake = async {
+        loop {
+            if let Some(id) = id {
+                reach::resume(id);
+            }
+            sleep(ROUSE_EVERY).await;
         }
-        match control::send(&store.socket_path(token), Request::Halt { grace }).await {
-            Ok(Some(pending)) => {
-                if timeout_at(give_up, pending.finished()).await.is_err() {
-                    return Err(Error::Internal(format!(
-                        "the supervisor of task {token} did not finish halting it in time; check `agentctl status {token}`"
-                    )));
-                }
+    };
+    tokio::pin!(wake);
+    loop {
+        let asked = async {
+            match control::send(&store.socket_path(token), Request::Halt { grace }).await {
+                Ok(Some(pending)) => pending.finished().await,
+                // Not listening yet (starting), any more (ending), or out of descriptors.
+                Ok(None) | Err(_) => sleep(SETTLE).await,
+            }
+        };
+        tokio::select! {
+            () = asked => {}
+            () = &mut wake => {}
+            () = tokio::time::sleep_until(take_over_at) => {
+                take_over(store, token, id).await?;
                 break;
             }
-            Ok(None) | Err(_) if Instant::now() < give_up => sleep(SETTLE).await,
-            _ => {
-                return Err(Error::Internal(format!("cannot reach the supervisor of task {token}")));
-            }
+        }
+        if refresh(store, token)?.status().is_final() {
+            break;
         }
     }
     let rec = refresh(store, token)?;
@@ -131,4 +158,37 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
         v.note = Some(format!("{}log and summary removed (--purge)", v.note.map(|n| n + "; ").unwrap_or_default()));
     }
     Ok(v)
+}
+
+/// End a task whose supervisor did not answer a halt: its processes and the supervisor are
+/// killed, then the end is recorded as `cancelled` (unless the supervisor got there first).
+async fn take_over(store: &Store, token: Token, id: Option<crate::task::SupervisorId>) -> Result<()> {
+    let Some(id) = id else { return Ok(()) };
+    let reached = tokio::task::spawn_blocking(move || reach::take_over(id))
+        .await
+        .map_err(|e| Error::Internal(format!("cannot end task {token}: {e}")))?;
+    let Some(reached) = reached else {
+        // The supervisor was already gone: `refresh` finds the task lost or ended.
+        return Ok(());
+    };
+    // The supervisor lets go of the lock as it dies.
+    let lock_path = store.lock_path(token);
+    let give_up = Instant::now() + Duration::from_secs(2);
+    let _lock = loop {
+        match FileLock::try_take(&lock_path)? {
+            Some(lock) => break lock,
+            None if Instant::now() < give_up => sleep(Duration::from_millis(5)).await,
+            None => return Err(Error::Internal(format!("the supervisor of task {token} does not die"))),
+        }
+    };
+    let mut rec = store.read_record(token)?;
+    if !rec.status().is_final() {
+        let note = format!(
+            "the supervisor did not carry out the halt (it was stopped, or out of descriptors); agentctl ended the \
+             task itself: {}, then its supervisor",
+            reached.describe()
+        );
+        store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None)?;
+    }
+    Ok(())
 }

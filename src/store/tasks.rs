@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use super::home::{check_home, create_home, ensure_dir, locate_home};
 use super::{Durability, EventLog, FileLock, files, write_atomic};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, TaskRecord, TaskSpec, Token};
+use crate::task::{Role, SupervisorId, TaskRecord, TaskSpec, Token};
 
 /// The largest record or spec agentctl writes (a spec holds the agent's argv).
 const MAX_RECORD: u64 = 64 << 20;
@@ -87,6 +87,12 @@ impl Store {
     /// The task's lock file.
     pub fn lock_path(&self, t: Token) -> PathBuf {
         self.task_dir(t).join("lock")
+    }
+
+    /// Who supervises (or supervised) task `t`, as its supervisor wrote in the task's lock file.
+    pub fn supervisor_id(&self, t: Token) -> Option<SupervisorId> {
+        let bytes = files::read(&self.lock_path(t), 128).ok()?;
+        SupervisorId::parse(&String::from_utf8_lossy(&bytes))
     }
 
     /// The supervisor's control socket.

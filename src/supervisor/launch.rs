@@ -4,13 +4,16 @@
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::unistd::{ForkResult, fork, pipe2, setsid};
 
+use super::reach::resume;
 use super::unix::{name_supervisor, set_cmdline, single_threaded};
 use crate::error::{Error, IoContext, Result};
 use crate::store::{FileLock, Store};
@@ -19,17 +22,19 @@ use crate::task::Token;
 /// The descriptor on which the supervisor finds its (already held) lock.
 pub(super) const LOCK_FD: i32 = 3;
 
-/// Start the supervisor of `token`, handing it `lock`. Returns the agent's pid once it runs.
+/// Start the supervisor of `token`, handing it `lock`. Returns the agent's pid once it runs, or
+/// `None` if the supervisor died before it could say (the task is then `lost`, and whoever looks
+/// at it next ends what it left).
 ///
 /// A single-threaded launcher (the CLI) forks the supervisor from itself; a multi-threaded one
 /// (the MCP server), where a forked child may only exec, runs this binary as `__supervise`.
 /// Both end the same: a detached process in its own session, its lock on descriptor 3, the
 /// report pipe on stdout.
-pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
+pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
     if single_threaded() { launch_in_place(store, token, lock) } else { launch_by_exec(store, token, lock) }
 }
 
-fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
+fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
     let exe = if cfg!(target_os = "linux") {
         // Works even when the binary was replaced on disk since this process started.
         std::path::PathBuf::from("/proc/self/exe")
@@ -65,7 +70,7 @@ fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
     let mut child = spawned.ctx(|| "cannot start the task's supervisor".into())?;
     let report = child.stdout.take().expect("piped");
     // The first process exits as soon as it has forked the real supervisor.
-    read_report(report.into(), token, || {
+    read_report(store, token, report.into(), || {
         let _ = child.wait();
     })
 }
@@ -74,7 +79,7 @@ fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
 /// `launch_by_exec`, the same detachment (new session, stdio and lock in place). One fork, not
 /// two: the supervisor is this process's child, and the CLI that launched it exits (or returns
 /// from its wait) long before a zombie could matter; init or a subreaper adopts it then.
-fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
+fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
     let (from_supervisor, to_launcher) =
         pipe2(OFlag::O_CLOEXEC).ctx(|| "cannot create the start-report pipe".into())?;
     let null = File::options().read(true).write(true).open("/dev/null").ctx(|| "cannot open /dev/null".into())?;
@@ -87,7 +92,7 @@ fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<i32> {
             drop(to_launcher);
             // The supervisor's descriptor shares the lock now; closing ours leaves it held.
             drop(lock);
-            read_report(from_supervisor, token, || {})
+            read_report(store, token, from_supervisor, || {})
         }
         ForkResult::Child => {
             name_supervisor();
@@ -118,27 +123,64 @@ fn hand_over_lock(fd: i32) -> i32 {
     unsafe { if fd == LOCK_FD { libc::fcntl(LOCK_FD, libc::F_SETFD, 0) } else { libc::dup2(fd, LOCK_FD) } }
 }
 
-/// Read the supervisor's start report to its end, reap the first child with `reap`, and parse it.
-fn read_report(pipe: OwnedFd, token: Token, reap: impl FnOnce()) -> Result<i32> {
-    let mut report = String::new();
-    let read = File::from(pipe).read_to_string(&mut report);
+/// How long a launcher waits for the start report. A supervisor reports within milliseconds;
+/// one that has not by then is being stopped by its own agent (SIGSTOP), or the machine is
+/// drowning: the task exists, and is handed back as it stands.
+const REPORT_WAIT: Duration = Duration::from_secs(5);
+
+/// Read the supervisor's start report line, reap the first child with `reap`, and parse it.
+/// While it has not come, a supervisor that was stopped is woken.
+fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) -> Result<Option<i32>> {
+    let deadline = Instant::now() + REPORT_WAIT;
+    let mut pipe = File::from(pipe);
+    let mut report = Vec::new();
+    let mut chunk = [0u8; 512];
+    let read = loop {
+        let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::from(100u8)) {
+            Ok(0) => {
+                if Instant::now() >= deadline {
+                    break Ok(());
+                }
+                if let Some(id) = store.supervisor_id(token) {
+                    resume(id);
+                }
+                continue;
+            }
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => break Err(std::io::Error::from(e)),
+            Ok(_) => {}
+        }
+        match pipe.read(&mut chunk) {
+            Ok(0) => break Ok(()),
+            Ok(n) => {
+                report.extend_from_slice(&chunk[..n]);
+                if report.contains(&b'\n') {
+                    break Ok(());
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(e),
+        }
+    };
     reap();
     read.ctx(|| "cannot read the supervisor's start report".into())?;
-    parse_report(&report, token)
+    parse_report(&String::from_utf8_lossy(&report))
 }
 
 /// `ok <pid>` or `error <message>`, one line, from the supervisor.
-fn parse_report(report: &str, token: Token) -> Result<i32> {
+fn parse_report(report: &str) -> Result<Option<i32>> {
     let line = report.trim_end();
     if let Some(pid) = line.strip_prefix("ok ") {
-        return pid.parse().map_err(|_| Error::Internal(format!("bad start report from supervisor: {line:?}")));
+        return pid
+            .parse()
+            .map(Some)
+            .map_err(|_| Error::Internal(format!("bad start report from supervisor: {line:?}")));
     }
     if let Some(msg) = line.strip_prefix("error ") {
         return Err(Error::LaunchFailed(msg.to_owned()));
     }
-    Err(Error::Internal(format!(
-        "the supervisor of task {token} exited without reporting a start; see tasks/{token}/supervisor.err in the home"
-    )))
+    Ok(None)
 }
 
 /// Write the start report on the supervisor's stdout (a pipe to the launcher).
@@ -154,11 +196,10 @@ mod tests {
 
     #[test]
     fn reports_parse() {
-        let t = Token::parse("abcdef").unwrap();
-        assert_eq!(parse_report("ok 42\n", t).unwrap(), 42);
+        assert_eq!(parse_report("ok 42\n").unwrap(), Some(42));
         assert!(
-            matches!(parse_report("error cannot run `x`: not found\n", t), Err(Error::LaunchFailed(m)) if m.contains("`x`"))
+            matches!(parse_report("error cannot run `x`: not found\n"), Err(Error::LaunchFailed(m)) if m.contains("`x`"))
         );
-        assert!(matches!(parse_report("", t), Err(Error::Internal(_))));
+        assert!(matches!(parse_report(""), Ok(None)));
     }
 }

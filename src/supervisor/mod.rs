@@ -4,10 +4,10 @@
 pub mod control;
 mod launch;
 mod logwatch;
+pub mod reach;
 mod run;
 mod spawn;
 mod unix;
 
 pub use launch::launch;
 pub use run::supervise;
-pub use unix::end_lost_group;

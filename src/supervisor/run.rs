@@ -19,6 +19,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 use super::control::{DONE, Request};
 use super::launch::{LOCK_FD, report};
 use super::logwatch::LogWatch;
+use super::reach::own_id;
 use super::spawn::spawn_agent;
 use super::unix::{
     close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
@@ -86,6 +87,11 @@ struct Supervisor {
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
     log: LogWatch,
+    /// Descriptors held in reserve (on /dev/null), given up when all others are in use: one to
+    /// take a connection, all of them to record the end.
+    spare: Vec<File>,
+    /// Out of descriptors: when to look at the listener again (until then it is not polled).
+    listen_again: Option<Instant>,
     _lock: OwnedFd,
 }
 
@@ -98,6 +104,12 @@ impl Supervisor {
         nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
             .ctx(|| "the supervisor was started without its lock".into())?;
         close_fds_from(LOCK_FD + 1);
+        // Who we are, in the lock file, before any process of the task exists: whoever finds us
+        // dead (or stopped) can then find the task's processes, however early that happens.
+        if let Some(id) = own_id() {
+            let _ = rustix::io::pwrite(&lock, id.to_line().as_bytes(), 0);
+        }
+        raise_fd_limit();
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
         nix::sys::prctl::set_child_subreaper(true).ctx(|| "cannot become a child subreaper".into())?;
 
@@ -142,7 +154,7 @@ impl Supervisor {
         });
         store.write_record(&rec)?;
         report(&format!("ok {child}"));
-        // The launcher reads its pipe until EOF: close our end by pointing stdout at /dev/null.
+        // Nothing more for the launcher: close our end by pointing stdout at /dev/null.
         if let Ok(null) = File::options().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(null);
         }
@@ -161,6 +173,8 @@ impl Supervisor {
             kill_at: None,
             killed: false,
             log,
+            spare: reserve_descriptors(),
+            listen_again: None,
             _lock: lock,
         }))
     }
@@ -196,6 +210,10 @@ impl Supervisor {
     /// Wait for a signal, a connection, a client's request, log growth or `until`; handle what
     /// came.
     fn poll_once(&mut self, until: Option<Instant>) {
+        if self.listen_again.is_some_and(|t| Instant::now() >= t) {
+            self.listen_again = None;
+        }
+        let until = [until, self.listen_again].into_iter().flatten().min();
         let behind = self.log.behind;
         let timeout = if behind {
             PollTimeout::ZERO
@@ -209,7 +227,11 @@ impl Supervisor {
         let ready: Vec<bool> = {
             let mut fds = vec![
                 PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
-                PollFd::new(self.listener.as_fd(), PollFlags::POLLIN),
+                // Paused: no POLLIN, so an unacceptable connection does not wake us in a loop.
+                PollFd::new(
+                    self.listener.as_fd(),
+                    if self.listen_again.is_some() { PollFlags::empty() } else { PollFlags::POLLIN },
+                ),
             ];
             if let Some(changes) = self.log.changes() {
                 fds.push(PollFd::new(changes, PollFlags::POLLIN));
@@ -233,6 +255,8 @@ impl Supervisor {
             i -= 1;
             if ready[first_client + i] && !self.read_client(i) {
                 self.clients.swap_remove(i);
+                // A descriptor came free.
+                self.listen_again = None;
             }
         }
         if ready[1] {
@@ -254,11 +278,40 @@ impl Supervisor {
     }
 
     fn accept_clients(&mut self) {
-        while let Ok((stream, _)) = self.listener.accept() {
-            if stream.set_nonblocking(true).is_ok() {
-                self.clients.push(Client { stream, buf: Vec::new(), want: None });
+        loop {
+            match self.listener.accept() {
+                Ok((stream, _)) => {
+                    if stream.set_nonblocking(true).is_ok() {
+                        self.clients.push(Client { stream, buf: Vec::new(), want: None });
+                    }
+                }
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+                    self.at_descriptor_limit();
+                    return;
+                }
+                Err(_) => return,
             }
         }
+    }
+
+    /// Out of descriptors, with connections waiting: the listener stays readable, and polling
+    /// it would return at once, forever. Take the waiting connections one by one with a spare
+    /// descriptor, carry out a halt one asks for, close them (their clients come again), and
+    /// leave the listener alone until a client goes or a moment has passed.
+    fn at_descriptor_limit(&mut self) {
+        self.spare.pop();
+        while let Ok((mut stream, _)) = self.listener.accept() {
+            // Its client wrote its request as it connected.
+            let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
+            let mut buf = [0u8; 64];
+            let n = stream.read(&mut buf).unwrap_or(0);
+            let line = String::from_utf8_lossy(&buf[..n]);
+            if let Some(Request::Halt { grace }) = line.lines().next().and_then(Request::parse) {
+                self.begin_stop(StopReason::Halted, grace);
+            }
+        }
+        self.spare.extend(File::open("/dev/null").ok());
+        self.listen_again = Some(Instant::now() + LISTEN_PAUSE);
     }
 
     /// Read from client `i`; false when it should be dropped.
@@ -351,6 +404,8 @@ impl Supervisor {
             });
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
+        // Recording the end takes a few descriptors, which a supervisor at its limit would not have.
+        self.spare.clear();
         // Counted and summarized from the file the agent wrote, whatever became of its name.
         let log = self.log.finish();
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log)) {
@@ -404,6 +459,14 @@ impl Supervisor {
     }
 }
 
+/// Descriptors kept in reserve: as many as recording the end holds open at once, and more.
+fn reserve_descriptors() -> Vec<File> {
+    (0..4).filter_map(|_| File::open("/dev/null").ok()).collect()
+}
+
+/// How long the listener is left alone while the supervisor is out of descriptors.
+const LISTEN_PAUSE: Duration = Duration::from_millis(250);
+
 /// Record that the agent could not be started, then tell the launcher why (the record is
 /// final by the time the launcher returns).
 fn refuse_start(store: &Store, rec: &mut TaskRecord, error: String) -> Result<()> {
@@ -425,6 +488,21 @@ fn listen(path: &Path) -> std::io::Result<UnixListener> {
     let listener = UnixListener::bind(&addr.path)?;
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+/// Take the descriptor limit up to its hard maximum: each waiting client holds one descriptor,
+/// and a thousand waiters must not leave a halt unable to connect. (The agent gets the limit
+/// it would have had: see `spawn`.)
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit on this process with a limit struct we own.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            super::spawn::AGENT_NOFILE.store(limit.rlim_cur, std::sync::atomic::Ordering::Relaxed);
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
 }
 
 fn redirect_stderr(path: &Path) {

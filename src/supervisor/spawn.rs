@@ -14,7 +14,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
@@ -31,6 +31,7 @@ pub(super) fn spawn_agent(log: &File, spec: &TaskSpec) -> std::result::Result<Pi
         stdin: null.as_raw_fd(),
         log: log.as_raw_fd(),
         supervisor: std::process::id() as libc::pid_t,
+        nofile: AGENT_NOFILE.load(Ordering::Relaxed),
         errno: AtomicI32::new(0),
     };
     // Reserved, not zeroed: the child touches only the few pages at the top, and zeroing the
@@ -73,12 +74,17 @@ pub(super) fn spawn_agent(log: &File, spec: &TaskSpec) -> std::result::Result<Pi
 
 const CHILD_STACK: usize = 64 * 1024;
 
+/// The descriptor limit the supervisor started with, given back to the agent (0: unchanged).
+pub(super) static AGENT_NOFILE: AtomicU64 = AtomicU64::new(0);
+
 /// What the child needs, prepared beforehand: it may not allocate.
 struct Child<'a> {
     exec: &'a Exec,
     stdin: libc::c_int,
     log: libc::c_int,
     supervisor: libc::pid_t,
+    /// The descriptor limit to give the agent (0: as it is).
+    nofile: libc::rlim_t,
     /// Why the agent could not be started, written by the child before it exits.
     errno: AtomicI32,
 }
@@ -142,6 +148,12 @@ extern "C" fn start(arg: *mut libc::c_void) -> libc::c_int {
         }
         // The agent dies with its supervisor rather than running on unsupervised.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+        if c.nofile != 0 {
+            let mut limit: libc::rlimit = std::mem::zeroed();
+            libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit);
+            limit.rlim_cur = c.nofile;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
         if libc::getppid() != c.supervisor {
             libc::_exit(1);
         }

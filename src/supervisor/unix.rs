@@ -102,7 +102,7 @@ pub fn single_threaded() -> bool {
 
 /// `/proc/PID/stat` from field 3 (state) on. The command name (field 2) may hold spaces and
 /// parentheses: the fields resume after the last ')'.
-fn stat_fields(pid: &str) -> Option<String> {
+pub(super) fn stat_fields(pid: &str) -> Option<String> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     Some(stat[stat.rfind(')')? + 2..].to_owned())
 }
@@ -113,7 +113,7 @@ pub fn own_leftovers(agent: Pid) -> Vec<Pid> {
 }
 
 /// Fields 3 to 6 of `/proc/PID/stat`: state, parent, process group, session.
-fn stat_of(pid: i32) -> Option<(char, i32, i32, i32)> {
+pub(super) fn stat_of(pid: i32) -> Option<(char, i32, i32, i32)> {
     let fields = stat_fields(&pid.to_string())?;
     let mut f = fields.split(' ');
     let state = f.next()?.chars().next()?;
@@ -123,29 +123,6 @@ fn stat_of(pid: i32) -> Option<(char, i32, i32, i32)> {
 
 fn parent_of(pid: i32) -> Option<i32> {
     stat_of(pid).map(|(_, ppid, _, _)| ppid)
-}
-
-/// SIGKILL what is left of a task whose supervisor died: the processes of the agent's group
-/// `pgid` in the supervisor's session `sid`. Both ids stay reserved while any such process
-/// lives, so a match is the task's even if the agent's pid has been reused. Returns how many.
-pub fn end_lost_group(pgid: i32, sid: i32) -> usize {
-    if pgid <= 1 || sid <= 1 {
-        return 0;
-    }
-    let Ok(dir) = fs::read_dir("/proc") else { return 0 };
-    let mut ended = 0;
-    for e in dir.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
-        if let Some((state, _, pg, s)) = stat_of(pid)
-            && pg == pgid
-            && s == sid
-            && state != 'Z'
-        {
-            signal_pid(Pid::from_raw(pid), Signal::SIGKILL);
-            ended += 1;
-        }
-    }
-    ended
 }
 
 /// Send `sig` to a whole process group, ignoring a group that is already gone.

@@ -12,7 +12,7 @@ mod token;
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};
 pub use outcome::{Outcome, Status, StopReason};
-pub use record::{Ended, Started, TaskRecord, one_line_preview, unix_ms};
+pub use record::{Ended, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
 pub use role::Role;
 pub use spec::TaskSpec;
 pub use template::{Template, Vars};

@@ -46,6 +46,33 @@ pub struct Ended {
     pub note: Option<String>,
 }
 
+/// Who supervises a task: written into the task's lock file by the supervisor before it starts
+/// the agent, so that the task's processes can be found (its session) and the supervisor itself
+/// signalled (its pid, checked against its start time) even if it never recorded anything else.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SupervisorId {
+    pub pid: i32,
+    /// The session the supervisor and every process of the task run in.
+    pub sid: i32,
+    /// When the process started (clock ticks since boot): a pid reused by another process has
+    /// another start time.
+    pub start: u64,
+}
+
+impl SupervisorId {
+    /// One line of text: `PID SID START`.
+    pub fn to_line(self) -> String {
+        format!("{} {} {}\n", self.pid, self.sid, self.start)
+    }
+
+    /// Parse `to_line`'s text; `None` for anything else (an empty lock file, say).
+    pub fn parse(text: &str) -> Option<SupervisorId> {
+        let mut f = text.split_whitespace();
+        let (pid, sid, start) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.parse().ok()?);
+        (f.next().is_none() && pid > 1 && sid > 1).then_some(SupervisorId { pid, sid, start })
+    }
+}
+
 impl TaskRecord {
     /// The task's current status.
     pub fn status(&self) -> Status {
@@ -101,6 +128,15 @@ mod tests {
         r.ended = Some(Ended { outcome: Outcome::Lost, at_ms: 4_000, line_count: 0, note: None });
         assert_eq!(r.status(), Status::Lost);
         assert_eq!(r.elapsed_ms(9_000), 2_000);
+    }
+
+    #[test]
+    fn supervisor_ids_round_trip_and_junk_is_refused() {
+        let id = SupervisorId { pid: 42, sid: 41, start: 123_456 };
+        assert_eq!(SupervisorId::parse(&id.to_line()), Some(id));
+        for junk in ["", "1 2 3", "42 41", "42 41 x", "42 41 1 9", "-5 41 1"] {
+            assert_eq!(SupervisorId::parse(junk), None, "{junk:?}");
+        }
     }
 
     #[test]

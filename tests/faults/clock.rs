@@ -1,5 +1,5 @@
-//! 14. Wall-clock jumps do not break timeouts: every duration is measured on the monotonic
-//! clock. libfaketime runs agentctl (and its supervisor) with a wall clock 50 times too fast.
+//! Wall-clock jumps (issue 5, fault 14) do not break timeouts: every duration is measured on
+//! the monotonic clock. libfaketime runs agentctl (and its supervisor) with a wall clock 50 times too fast.
 
 use std::process::Command;
 use std::time::{Duration, Instant};

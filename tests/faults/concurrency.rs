@@ -1,5 +1,5 @@
-//! 7. Sixteen processes halting, awaiting and asking about one task on one CPU; 9. crashes
-//! while records are written never leave a torn record, and strays are cleaned up.
+//! Sixteen processes halting, awaiting and asking about one task on one CPU (issue 5, fault 7);
+//! crashes while records are written never leave a torn record, and strays are cleaned up (9).
 
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

@@ -13,6 +13,7 @@ use crate::raw_mcp::RawMcp;
 const LINE: u64 = 128 << 20;
 
 /// Peak resident memory, in KiB, of a run of the binary (its own rusage, from wait4).
+#[allow(clippy::zombie_processes, reason = "reaped with wait4, for its rusage")]
 fn peak_kib(h: &Home, args: &[&str]) -> (i64, String) {
     let child = h.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let pid = child.id() as i32;

@@ -18,3 +18,4 @@ mod processes;
 mod raw_mcp;
 mod summary_props;
 mod supervisor_death;
+mod unhaltable;

@@ -1,5 +1,5 @@
-//! 3. Descendants that escape; 4. agents that ignore SIGTERM or are stopped; 5. a grandchild
-//! holding the log open; 13. no zombies in a long-running MCP server.
+//! Issue 5's faults 3 to 5 and 13: descendants that escape; agents that ignore SIGTERM or are
+//! stopped; a grandchild holding the log open; no zombies in a long-running MCP server.
 
 use std::time::{Duration, Instant};
 

@@ -1,4 +1,4 @@
-//! 10. Summary extraction under hostile logs: invalid UTF-8, escapes cut at any byte, CR-only
+//! Summary extraction under hostile logs (issue 5, fault 10): invalid UTF-8, escapes cut at any byte, CR-only
 //! progress, NULs, a 10 GiB sparse log. Property tests with random cut points.
 
 use std::io::{Cursor, Read, Seek, SeekFrom, Write};

@@ -115,3 +115,70 @@ fn halt_of_a_live_task_ignores_the_pid_in_its_record() {
     let _ = other.kill();
     let _ = other.wait();
 }
+
+/// Start `script` (with `$PF` a file for pids) as a task, wait for the pids it writes, SIGKILL
+/// its supervisor, and return the token, the pids and the status the next look reports.
+fn kill_the_supervisor_of(h: &Home, script: &str) -> (String, Vec<i64>, serde_json::Value) {
+    // Where any user may write (an agent may drop its privileges).
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let pf = shared.path().join("pids");
+    let script = script.replace("$PF", pf.to_str().unwrap());
+    let v = h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let pids = read_pids(&pf);
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    sigkill(sup);
+    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    let st = h.status(&token);
+    (token, pids, st)
+}
+
+#[test]
+fn processes_that_outlive_a_killed_supervisor_are_ended_by_the_next_look() {
+    let h = Home::new();
+    // Dropping privileges clears the parent-death signal: the agent would run on.
+    let (_, pids, st) = kill_the_supervisor_of(
+        &h,
+        "setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'echo $$ > $PF; exec sleep 1000'",
+    );
+    assert_eq!(st["status"], "lost", "{st}");
+    assert!(st["note"].as_str().unwrap().contains("ended 1 process"), "{st}");
+    wait_until(Duration::from_secs(10), "the unprivileged agent to end", || !alive(pids[0]));
+
+    // A child in a process group of its own, still in the task's session.
+    let h = Home::new();
+    let (_, pids, st) = kill_the_supervisor_of(
+        &h,
+        r#"python3 -c 'import os, sys, time; os.setpgid(0, 0); open(sys.argv[1], "w").write("%d\n" % os.getpid()); time.sleep(1000)' $PF & wait"#,
+    );
+    assert_eq!(st["status"], "lost", "{st}");
+    wait_until(Duration::from_secs(10), "the regrouped child to end", || !alive(pids[0]));
+}
+
+#[test]
+fn an_agent_that_kills_its_supervisor_at_once_leaves_nothing_running_and_the_note_tells_why() {
+    let h = Home::new();
+    let pf = h.path().join("pids");
+    // Its child does not die with the supervisor (the parent-death signal is not inherited).
+    let script = format!("sleep 1000 & echo $! > '{}'; kill -9 $PPID; wait", pf.display());
+    let r = h.run(&["--json", "run", "--", "sh", "-c", &script], 1);
+    let v = r.json();
+    assert_eq!(v["status"], "lost", "{v}");
+    let token = v["token"].as_str().unwrap().to_owned();
+    let child = read_pids(&pf)[0];
+    let st = h.status(&token);
+    assert_eq!(st["status"], "lost");
+    let note = st["note"].as_str().unwrap();
+    assert!(!note.contains("before it started the agent"), "{note}");
+    wait_until(Duration::from_secs(10), "the child to be ended", || {
+        h.status(&token);
+        !alive(child)
+    });
+
+    // As it came: the supervisor killed first, `sleep` started after.
+    let v = h.run(&["--json", "run", "--", "sh", "-c", "kill -9 $PPID; sleep 30"], 1).json();
+    assert_eq!(v["status"], "lost", "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(note.contains("the supervisor died") && !note.contains("before it started the agent"), "{note}");
+}
