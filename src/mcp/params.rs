@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
 use crate::error::{Error, Result};
 use crate::ops::{HYBRID_WAIT, Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
@@ -53,6 +54,7 @@ pub struct RunParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AwaitParams {
     /// The task's 6-hex-character token, as returned by ask.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
     /// Seconds to block at most (default 55, at most 300). The task keeps running afterwards.
     pub timeout_secs: Option<f64>,
@@ -61,6 +63,7 @@ pub struct AwaitParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HaltParams {
     /// The task's token.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
     /// Seconds between SIGTERM and SIGKILL (default 5).
     pub grace_secs: Option<f64>,
@@ -77,6 +80,7 @@ pub struct ListParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct LogsParams {
     /// The task's token.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
     /// Return the last N lines (default 100, at most 1000). Ignored when `offset` is given.
     pub tail_lines: Option<u64>,
@@ -115,6 +119,26 @@ impl WaitForEventParams {
     pub fn kinds(&self) -> Result<Vec<EventKind>> {
         EventKind::parse_list(&self.types.as_deref().unwrap_or_default().join(","))
     }
+}
+
+/// A `token` argument as text. Clients that coerce `key=value` arguments send an all-digit
+/// token (older versions made them) as a number: it stands for its digits, zero-padded to six.
+/// The published schema stays `type: string`.
+fn token_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    struct TokenText;
+    impl Visitor<'_> for TokenText {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a task token: 6 hex characters, like a3f2c1")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<String, E> {
+            Ok(s.to_owned())
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<String, E> {
+            Ok(format!("{n:06}"))
+        }
+    }
+    d.deserialize_any(TokenText)
 }
 
 /// Seconds from a client, checked, or `default` when none were given.
@@ -177,5 +201,25 @@ impl LogsParams {
             Some(offset) => Window::Range { offset, limit: self.limit.unwrap_or(200).min(MAX_PAGE_LINES) },
             None => Window::Tail(self.tail_lines.unwrap_or(100).min(MAX_PAGE_LINES)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_token_may_come_as_a_number() {
+        for (given, text) in [(json!("a3f2c1"), "a3f2c1"), (json!(4217), "004217"), (json!(0), "000000")] {
+            let p: AwaitParams = serde_json::from_value(json!({ "token": given })).unwrap();
+            assert_eq!(p.token, text);
+        }
+        for bad in [json!(-1), json!(4.5), json!(true), json!(null), json!([1])] {
+            assert!(serde_json::from_value::<HaltParams>(json!({ "token": bad })).is_err(), "{bad}");
+        }
+        let schema = schemars::schema_for!(LogsParams);
+        assert_eq!(schema.as_value()["properties"]["token"]["type"], "string");
     }
 }
