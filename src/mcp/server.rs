@@ -17,7 +17,7 @@ use super::params::{
     seconds_or,
 };
 use super::result;
-use crate::error::{Error, Result};
+use crate::error::{Error, Frontend, Result};
 use crate::ops::{self, LogPage, STILL_RUNNING, TaskView};
 use crate::store::Store;
 use crate::task::{Event, Status, Token};
@@ -101,7 +101,7 @@ impl AgentctlServer {
     fn task_progress(&self, token: Token) -> String {
         match ops::status(&self.store, token) {
             Ok(v) => v.summary.unwrap_or_default(),
-            Err(e) => e.to_string(),
+            Err(e) => e.message(Frontend::Mcp),
         }
     }
 

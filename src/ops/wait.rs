@@ -98,9 +98,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
         match control::send(&store.socket_path(token), Request::Halt { grace }).await {
             Ok(Some(pending)) => {
                 if timeout_at(give_up, pending.finished()).await.is_err() {
-                    return Err(Error::Internal(format!(
-                        "the supervisor of task {token} did not finish halting it in time; check `agentctl status {token}`"
-                    )));
+                    return Err(Error::HaltTimedOut { token });
                 }
                 break;
             }

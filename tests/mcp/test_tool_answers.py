@@ -1,8 +1,11 @@
 """What the tools answer at their edges: numbers out of range, halting what already ended,
 refusals that name the next tool (never a command line), and tokens sent as numbers."""
 
+import json
+import subprocess
+
 import pytest
-from conftest import connect
+from conftest import BIN, FAKE, connect, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -19,3 +22,33 @@ async def test_a_token_sent_as_a_number_is_accepted(home):
         for bad in (-1, 1234567, 4.5, True, None):
             r = await c.call_tool("await", {"token": bad})
             assert r.is_error and "no task" not in r.content[0].text, (bad, r.content[0].text)
+
+
+def texts(result):
+    """Everything a client sees of a result: its text and its structured content."""
+    return " ".join(b.text for b in result.content) + json.dumps(result.structured_content)
+
+
+async def test_refusals_name_the_tool_to_call_never_a_command_line(home):
+    async with connect(home, "--allow-run") as c:
+        r = await c.call_tool("run", {"command": [FAKE, "fail", "3"]})
+        failed = r.structured_content["token"]
+        answers = {
+            "unknown token": await c.call_tool("await", {"token": "abcdef"}),
+            "unknown token (halt)": await c.call_tool("halt", {"token": "abcdef"}),
+            "unknown token (logs)": await c.call_tool("logs", {"token": "abcdef"}),
+            "invalid token": await c.call_tool("await", {"token": "../etc"}),
+            "invalid token (logs)": await c.call_tool("logs", {"token": "ABCDEF"}),
+            "failed task": await c.call_tool("await", {"token": failed}),
+            "finished halt": await c.call_tool("halt", {"token": failed}),
+            "bad role": await c.call_tool("ask", {"role": "no/such", "question": "x"}),
+            "bad status": await c.call_tool("list", {"status": "sleeping"}),
+        }
+        for what, a in answers.items():
+            seen = texts(a)
+            assert "agentctl " not in seen and "--home" not in seen, (what, seen)
+        assert "`list`" in answers["unknown token"].content[0].text
+        assert "`list`" in answers["invalid token"].content[0].text
+    # The command line still gives its own advice.
+    out = subprocess.run([BIN, "--home", str(home), "await", "abcdef"], capture_output=True, text=True, env=server_env(home))
+    assert out.returncode == 2 and "`agentctl list`" in out.stderr and "--home" in out.stderr
