@@ -18,7 +18,7 @@ use super::params::{
 };
 use super::result;
 use crate::error::{Error, Frontend, Result};
-use crate::ops::{self, LogPage, STILL_RUNNING, TaskView};
+use crate::ops::{self, Halted, LogPage, STILL_RUNNING, TaskView};
 use crate::store::Store;
 use crate::task::{Event, Status, Token};
 
@@ -172,7 +172,8 @@ impl AgentctlServer {
 
     #[tool(
         description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5). Returns \
-                       its partial summary. A task that already ended is left as it is.",
+                       its partial summary. A task that already ended is left as it is and its final state \
+                       returned, with a note that nothing was stopped.",
         annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskView>()
     )]
@@ -181,8 +182,15 @@ impl AgentctlServer {
             async {
                 let token = Token::parse(&p.token)?;
                 let grace = seconds_or("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
-                let v = ops::halt(&self.store, token, grace, false).await?;
-                Ok(result::task(&v, Some(Status::Cancelled)))
+                Ok(match ops::halt_if_running(&self.store, token, grace).await? {
+                    Halted::Stopped(v) => result::task(&v, Some(Status::Cancelled)),
+                    // Halting is idempotent here: the task's end is the answer, not an error.
+                    Halted::AlreadyEnded(mut v) => {
+                        let note = format!("task {token} had already ended ({}); nothing was stopped", v.status);
+                        result::add_note(&mut v, note);
+                        result::structured(&v, v.text(), false)
+                    }
+                })
             }
             .await,
         )

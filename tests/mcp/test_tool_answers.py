@@ -24,6 +24,25 @@ async def test_a_token_sent_as_a_number_is_accepted(home):
             assert r.is_error and "no task" not in r.content[0].text, (bad, r.content[0].text)
 
 
+async def test_halting_a_task_that_already_ended_returns_its_end(home):
+    async with connect(home, "--allow-run") as c:
+        r = await c.call_tool("run", {"command": [FAKE, "fail", "3"]})
+        token = r.structured_content["token"]
+        assert r.structured_content["status"] == "failed"
+        for _ in range(2):
+            h = await c.call_tool("halt", {"token": token})
+            assert h.is_error is False, h.content[0].text
+            s = h.structured_content
+            assert (s["token"], s["status"], s["exit_code"]) == (token, "failed", 3)
+            assert "already ended" in s["note"] and "nothing was stopped" in s["note"], s["note"]
+            assert s["note"] in h.content[0].text
+        unknown = await c.call_tool("halt", {"token": "abcdef"})
+        assert unknown.is_error and "no task abcdef" in unknown.content[0].text
+    # The command line keeps refusing it.
+    out = subprocess.run([BIN, "--home", str(home), "halt", token], capture_output=True, text=True, env=server_env(home))
+    assert out.returncode == 2 and "already finished (failed)" in out.stderr
+
+
 def texts(result):
     """Everything a client sees of a result: its text and its structured content."""
     return " ".join(b.text for b in result.content) + json.dumps(result.structured_content)
