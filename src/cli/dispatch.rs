@@ -134,7 +134,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(m) => {
-            crate::mcp::serve(store, m.allow_run).await?;
+            crate::mcp::serve(store, crate::mcp::Options { allow_run: m.allow_run, agents_file: agents }).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),

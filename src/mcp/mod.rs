@@ -5,4 +5,4 @@ mod params;
 mod result;
 mod server;
 
-pub use server::serve;
+pub use server::{Options, serve};

@@ -168,9 +168,10 @@ impl LaunchOptions {
 }
 
 impl AskParams {
-    /// The launch request this stands for.
-    pub fn into_launch(self) -> Result<Launch> {
-        let what = What::Ask { question: self.question, agents_file: None };
+    /// The launch request this stands for, with the role's template from `agents_file` (else
+    /// the home's or the config dir's agents.toml, as for the CLI).
+    pub fn into_launch(self, agents_file: Option<PathBuf>) -> Result<Launch> {
+        let what = What::Ask { question: self.question, agents_file };
         self.options.into_launch(&self.role, what)
     }
 }

@@ -2,6 +2,7 @@
 //! notifications and cancellation for the calls that wait.
 
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -39,16 +40,30 @@ struct TaskList {
     count: usize,
 }
 
+/// How the server was started (`agentctl mcp` and the global flags).
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// Offer the `run` tool.
+    pub allow_run: bool,
+    /// `--agents FILE`: the agent templates `ask` uses, as for the CLI.
+    pub agents_file: Option<PathBuf>,
+}
+
 /// The MCP server over one home.
 #[derive(Clone)]
 pub struct AgentctlServer {
     store: Store,
+    options: Options,
     tool_router: ToolRouter<AgentctlServer>,
 }
 
-/// Serve MCP on stdin/stdout until the client goes away.
-pub async fn serve(store: Store, allow_run: bool) -> Result<()> {
-    let server = AgentctlServer::new(store, allow_run);
+/// Serve MCP on stdin/stdout until the client goes away. A bad `--agents` file is refused
+/// before anything is served.
+pub async fn serve(store: Store, options: Options) -> Result<()> {
+    if let Some(file) = &options.agents_file {
+        ops::check_agents_file(&store, file)?;
+    }
+    let server = AgentctlServer::new(store, options);
     let running = server
         .serve(rmcp::transport::stdio())
         .await
@@ -59,13 +74,13 @@ pub async fn serve(store: Store, allow_run: bool) -> Result<()> {
 
 #[tool_router]
 impl AgentctlServer {
-    fn new(store: Store, allow_run: bool) -> AgentctlServer {
+    fn new(store: Store, options: Options) -> AgentctlServer {
         let mut tool_router = Self::tool_router() + Self::events_router();
-        if !allow_run {
+        if !options.allow_run {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");
         }
-        AgentctlServer { store, tool_router }
+        AgentctlServer { store, options, tool_router }
     }
 
     /// Wait for `work`, sending `progress()` as a progress notification every few seconds when
@@ -125,7 +140,7 @@ impl AgentctlServer {
         Parameters(p): Parameters<AskParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(self.start(p.into_launch(), ctx).await)
+        answer(self.start(p.into_launch(self.options.agents_file.clone()), ctx).await)
     }
 
     #[tool(

@@ -1,6 +1,7 @@
 //! The operations both front-ends offer (ask, run, await, halt, status, list, logs): the only
 //! place where the rules live. The CLI and the MCP server convert types and render.
 
+mod agents;
 mod events;
 mod launch;
 mod page;
@@ -10,6 +11,7 @@ mod stop;
 mod view;
 mod wait;
 
+pub use agents::check_agents_file;
 pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
