@@ -2,9 +2,12 @@
 //! parameters are converted, `ops` decides, results are rendered.
 
 mod event_tools;
+mod limits;
 mod params;
+mod publish;
 mod result;
 mod server;
 mod task_tools;
 
+pub use limits::MaxWait;
 pub use server::{Options, serve};

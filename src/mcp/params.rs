@@ -7,12 +7,13 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
+use super::limits::MaxWait;
 use crate::error::{Error, Result};
-use crate::ops::{HYBRID_WAIT, Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
+use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
 use crate::task::{EventKind, Role, Status, duration_from_secs};
 
-/// The longest one `await` (or `wait_for_event`) call blocks, whatever it asks for.
-pub const AWAIT_CAP: Duration = Duration::from_secs(300);
+// Descriptions may hold `{max_wait}` and `{hybrid_wait}`: the server fills them in with its
+// configured values when it starts (see `publish`).
 
 /// How to start a task and how long to wait for it: shared by `ask` and `run`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -20,7 +21,7 @@ pub struct LaunchOptions {
     /// Return the token at once instead of waiting for a quick result.
     #[serde(default, rename = "async")]
     pub run_async: bool,
-    /// Seconds to wait for the result before handing back a token (default 10).
+    /// Seconds to wait for the result before handing back a token (default {hybrid_wait}, at most {max_wait}).
     pub wait_secs: Option<f64>,
     /// Directory the agent runs in (default: the server's).
     pub cwd: Option<String>,
@@ -56,7 +57,7 @@ pub struct AwaitParams {
     /// The task's 6-hex-character token, as returned by ask.
     #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Seconds to block at most (default 55, at most 300). The task keeps running afterwards.
+    /// Seconds to block at most (default and at most {max_wait}). The task keeps running afterwards.
     pub timeout_secs: Option<f64>,
 }
 
@@ -97,7 +98,7 @@ pub struct LogsParams {
 pub struct WaitForEventParams {
     /// Only these event types: task_finished, message, question (default: any).
     pub types: Option<Vec<String>>,
-    /// Seconds to block at most (default 55, at most 300); then a `timeout` event comes back.
+    /// Seconds to block at most (default and at most {max_wait}); then a `timeout` event comes back.
     pub timeout_secs: Option<f64>,
     /// Session to wait on (default: the server's, `default` unless AGENTCTL_SESSION is set).
     pub session: Option<String>,
@@ -151,39 +152,50 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
     duration_from_secs(what, secs)
 }
 
+/// A launch request, and a note for the answer when its wait was capped.
+pub struct LaunchRequest {
+    pub launch: Launch,
+    pub note: Option<String>,
+}
+
 impl LaunchOptions {
-    /// The launch request for `role` running `what` with these options.
-    fn into_launch(self, role: &str, what: What) -> Result<Launch> {
-        let wait =
-            if self.run_async { Wait::Async } else { Wait::For(seconds_or("wait_secs", self.wait_secs, HYBRID_WAIT)?) };
-        Ok(Launch {
+    /// The launch request for `role` running `what` with these options, waiting at most `max`.
+    fn into_launch(self, role: &str, what: What, max: MaxWait) -> Result<LaunchRequest> {
+        let (wait, note) = if self.run_async {
+            (Wait::Async, None)
+        } else {
+            let capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
+            (Wait::For(capped.wait), capped.note)
+        };
+        let launch = Launch {
             role: Role::parse(role)?,
             what,
             cwd: self.cwd.map(PathBuf::from),
             session: self.session,
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             wait,
-        })
+        };
+        Ok(LaunchRequest { launch, note })
     }
 }
 
 impl AskParams {
     /// The launch request this stands for, with the role's template from `agents_file` (else
     /// the home's or the config dir's agents.toml, as for the CLI).
-    pub fn into_launch(self, agents_file: Option<PathBuf>) -> Result<Launch> {
+    pub fn into_launch(self, agents_file: Option<PathBuf>, max: MaxWait) -> Result<LaunchRequest> {
         let what = What::Ask { question: self.question, agents_file };
-        self.options.into_launch(&self.role, what)
+        self.options.into_launch(&self.role, what, max)
     }
 }
 
 impl RunParams {
     /// The launch request this stands for.
-    pub fn into_launch(self) -> Result<Launch> {
+    pub fn into_launch(self, max: MaxWait) -> Result<LaunchRequest> {
         if self.command.is_empty() {
             return Err(Error::Usage("`command` is empty; give the program and its arguments".into()));
         }
         let role = self.role.unwrap_or_else(|| "run".into());
-        self.options.into_launch(&role, What::Run { argv: self.command })
+        self.options.into_launch(&role, What::Run { argv: self.command }, max)
     }
 }
 

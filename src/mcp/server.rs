@@ -11,7 +11,8 @@ use rmcp::model::{CallToolResult, Implementation, ProgressNotificationParam, Ser
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 
-use super::result;
+use super::limits::MaxWait;
+use super::{publish, result};
 use crate::error::{Error, Frontend, Result};
 use crate::ops::{self, STILL_RUNNING};
 use crate::store::Store;
@@ -20,20 +21,23 @@ use crate::task::Token;
 /// How often a waiting call reports progress to a client that asked for it.
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
+/// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
 const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs such as kiro-cli, claude -p, codex exec) as supervised \
 background tasks. Use `ask` with a role and a question: a quick task answers in the call; a slow one returns a \
-6-character token after about 10 s (or at once with async: true) while it keeps running. Then call `await` with \
-the token: it blocks up to 55 s and returns the summary when the task ends; while it says the task is still \
-running, call `await` again. `halt` stops a task and returns its partial output. `list` shows all tasks and \
-`logs` pages through a task's output. Tasks survive this server's restart.";
+6-character token after about {hybrid_wait} (or at once with async: true) while it keeps running. Then call `await` \
+with the token: it blocks up to {max_wait} (this server's limit for one call) and returns the summary when the task \
+ends; while it says the task is still running, call `await` again. `halt` stops a task and returns its partial \
+output. `list` shows all tasks and `logs` pages through a task's output. Tasks survive this server's restart.";
 
 /// How the server was started (`agentctl mcp` and the global flags).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Options {
     /// Offer the `run` tool.
     pub allow_run: bool,
     /// `--agents FILE`: the agent templates `ask` uses, as for the CLI.
     pub agents_file: Option<PathBuf>,
+    /// `--max-wait`: the longest one call blocks.
+    pub max_wait: MaxWait,
 }
 
 /// The MCP server over one home.
@@ -42,6 +46,7 @@ pub struct AgentctlServer {
     pub(super) store: Store,
     pub(super) options: Options,
     tool_router: ToolRouter<AgentctlServer>,
+    instructions: String,
 }
 
 /// Serve MCP on stdin/stdout until the client goes away. A bad `--agents` file is refused
@@ -66,7 +71,9 @@ impl AgentctlServer {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");
         }
-        AgentctlServer { store, options, tool_router }
+        publish::fill_in(&mut tool_router, options.max_wait);
+        let instructions = options.max_wait.fill(INSTRUCTIONS);
+        AgentctlServer { store, options, tool_router, instructions }
     }
 
     /// Wait for `work`, sending `progress()` as a progress notification every few seconds when
@@ -123,6 +130,6 @@ impl ServerHandler for AgentctlServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agentctl", env!("CARGO_PKG_VERSION")))
-            .with_instructions(INSTRUCTIONS)
+            .with_instructions(self.instructions.clone())
     }
 }

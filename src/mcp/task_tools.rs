@@ -7,7 +7,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use serde::Serialize;
 
-use super::params::{AWAIT_CAP, AskParams, AwaitParams, HaltParams, ListParams, LogsParams, RunParams, seconds_or};
+use super::limits::seconds_text;
+use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams, seconds_or};
 use super::result;
 use super::server::{AgentctlServer, answer, cancelled};
 use crate::error::Result;
@@ -24,17 +25,30 @@ struct TaskList {
 #[tool_router(router = task_router, vis = "pub(super)")]
 impl AgentctlServer {
     /// Launch, then settle with progress and cancellation.
-    async fn start(&self, launch: Result<ops::Launch>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult> {
-        let launch = launch?;
+    async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult> {
+        let LaunchRequest { launch, note } = req?;
         let wait = launch.wait;
         let token = ops::launch(&self.store, launch).await?;
         let settled = self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await;
-        Ok(result::task(&settled.unwrap_or_else(|| Err(cancelled(token)))?, None))
+        let mut v = settled.unwrap_or_else(|| Err(cancelled(token)))?;
+        if !v.status.is_final() {
+            // Handed back: say how long this server's `await` blocks.
+            v.message = Some(format!(
+                "Task {token} is running in the background. Call `await` with its token for the result (each \
+                 call waits up to {}; call it again to keep waiting), or `halt` to stop it.",
+                seconds_text(self.options.max_wait.0)
+            ));
+        }
+        if let Some(note) = note {
+            result::add_note(&mut v, note);
+        }
+        Ok(result::task(&v, None))
     }
 
     #[tool(
         description = "Ask a role's sub-agent a question. Returns the answer if it finishes within wait_secs \
-                       (default 10), else a token to pass to `await`. async: true returns the token at once.",
+                       (default {hybrid_wait}, at most {max_wait}), else a token to pass to `await`. async: true \
+                       returns the token at once.",
         annotations(title = "Ask a sub-agent", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<TaskView>()
     )]
@@ -43,7 +57,8 @@ impl AgentctlServer {
         Parameters(p): Parameters<AskParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(self.start(p.into_launch(self.options.agents_file.clone()), ctx).await)
+        let req = p.into_launch(self.options.agents_file.clone(), self.options.max_wait);
+        answer(self.start(req, ctx).await)
     }
 
     #[tool(
@@ -57,14 +72,14 @@ impl AgentctlServer {
         Parameters(p): Parameters<RunParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(self.start(p.into_launch(), ctx).await)
+        answer(self.start(p.into_launch(self.options.max_wait), ctx).await)
     }
 
     #[tool(
         name = "await",
-        description = "Wait for a task to end, up to timeout_secs (default 55, at most 300). Returns its status, \
-                       line count and, once it has ended, its summary. If it says the task is still running, \
-                       call await again.",
+        description = "Wait for a task to end, up to timeout_secs (default and at most {max_wait}, this \
+                       server's limit for one call). Returns its status, line count and, once it has ended, its \
+                       summary. If it says the task is still running, call await again.",
         annotations(title = "Await a task", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskView>()
     )]
@@ -76,12 +91,16 @@ impl AgentctlServer {
         answer(
             async {
                 let token = Token::parse(&p.token)?;
-                let limit = seconds_or("timeout_secs", p.timeout_secs, ops::AWAIT_TIMEOUT)?.min(AWAIT_CAP);
-                let wait = ops::await_task(&self.store, token, Some(limit));
-                let v = self
+                let max = self.options.max_wait;
+                let limit = max.cap("timeout_secs", p.timeout_secs, max.0)?;
+                let wait = ops::await_task(&self.store, token, Some(limit.wait));
+                let mut v = self
                     .watch(wait, &ctx, || self.task_progress(token))
                     .await
                     .unwrap_or_else(|| Err(cancelled(token)))?;
+                if let Some(note) = limit.note {
+                    result::add_note(&mut v, note);
+                }
                 Ok(result::task(&v, None))
             }
             .await,
