@@ -71,7 +71,7 @@ impl AgentctlServer {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");
         }
-        publish::fill_in(&mut tool_router, options.max_wait);
+        publish::publish(&mut tool_router, options.max_wait);
         let instructions = options.max_wait.fill(INSTRUCTIONS);
         AgentctlServer { store, options, tool_router, instructions }
     }

@@ -12,6 +12,7 @@ mod concurrency;
 mod disk;
 mod inputs;
 mod launchers;
+mod mcp_protocol;
 mod processes;
 mod raw_mcp;
 mod summary_props;
