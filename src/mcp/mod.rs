@@ -2,6 +2,7 @@
 //! parameters are converted, `ops` decides, results are rendered.
 
 mod event_tools;
+mod gate;
 mod limits;
 mod params;
 mod publish;

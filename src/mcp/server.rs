@@ -7,10 +7,18 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::{CallToolResult, Implementation, ProgressNotificationParam, ServerCapabilities, ServerConfig};
+use rmcp::model::{
+    CallToolResult, CompleteRequestMethod, CompleteRequestParams, CompleteResult, Implementation,
+    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
+    ListResourcesRequestMethod, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
+    ServerCapabilities, ServerConfig,
+};
 use rmcp::service::RequestContext;
+use rmcp::transport::IntoTransport;
+use rmcp::transport::async_rw::TransportAdapterAsyncRW;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 
+use super::gate::Gate;
 use super::limits::MaxWait;
 use super::{publish, result};
 use crate::error::{Error, Frontend, Result};
@@ -56,8 +64,9 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
         ops::check_agents_file(&store, file)?;
     }
     let server = AgentctlServer::new(store, options);
+    let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
     let running = server
-        .serve(rmcp::transport::stdio())
+        .serve(Gate::new(stdio))
         .await
         .map_err(|e| Error::Internal(format!("the MCP session could not start: {e}")))?;
     running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")))?;
@@ -131,5 +140,40 @@ impl ServerHandler for AgentctlServer {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new("agentctl", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions.clone())
+    }
+
+    // Only tools are advertised: whatever else a client asks for does not exist here
+    // ("method not found"), rather than an empty list that looks like support.
+
+    async fn list_prompts(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListPromptsResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListPromptsRequestMethod>())
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourcesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListResourcesRequestMethod>())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<ListResourceTemplatesResult, ErrorData> {
+        Err(ErrorData::method_not_found::<ListResourceTemplatesRequestMethod>())
+    }
+
+    async fn complete(
+        &self,
+        _: CompleteRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> std::result::Result<CompleteResult, ErrorData> {
+        Err(ErrorData::method_not_found::<CompleteRequestMethod>())
     }
 }

@@ -19,6 +19,15 @@ pub struct RawMcp {
     meta: Option<Value>,
 }
 
+/// What the Python SDK puts in every request's `_meta` on protocol 2026-07-28.
+pub fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "faults", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
+}
+
 impl RawMcp {
     /// Start `agentctl mcp FLAGS…` on `h` (in a process group of its own) and initialize.
     pub fn start(h: &Home, flags: &[&str]) -> RawMcp {
@@ -26,6 +35,14 @@ impl RawMcp {
         let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "faults", "version": "0"}});
         mcp.request("initialize", init);
         mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    /// Start `agentctl mcp FLAGS…` on `h` for the stateless protocol (2026-07-28): no
+    /// handshake, `_meta` in every request.
+    pub fn start_2026(h: &Home, flags: &[&str]) -> RawMcp {
+        let mut mcp = RawMcp::spawn(h, flags);
+        mcp.meta = Some(meta_2026());
         mcp
     }
 
@@ -73,5 +90,11 @@ impl RawMcp {
     /// Call a tool and return its result.
     pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request("tools/call", json!({"name": tool, "arguments": arguments}))["result"].clone()
+    }
+
+    /// Close the server's stdin and return its exit code once it has exited.
+    pub fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        self.server.wait().unwrap().code()
     }
 }
