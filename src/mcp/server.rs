@@ -3,6 +3,7 @@
 //! in `task_tools` and `event_tools`.
 
 use std::future::Future;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -13,7 +14,7 @@ use rmcp::model::{
     ListResourcesRequestMethod, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
     ServerCapabilities, ServerConfig,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::async_rw::TransportAdapterAsyncRW;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
@@ -57,18 +58,27 @@ pub struct AgentctlServer {
     instructions: String,
 }
 
-/// Serve MCP on stdin/stdout until the client goes away. A bad `--agents` file is refused
-/// before anything is served.
+/// Serve MCP on stdin/stdout until the client goes away (stdin at its end, before or after
+/// initialization: a clean exit). A bad `--agents` file is refused before anything is served.
 pub async fn serve(store: Store, options: Options) -> Result<()> {
     if let Some(file) = &options.agents_file {
         ops::check_agents_file(&store, file)?;
     }
+    if std::io::stdin().is_terminal() {
+        // Someone started it by hand: say what it is rather than sit silently.
+        eprintln!(
+            "agentctl mcp: serving MCP on stdin/stdout; this is meant to be started by an MCP client \
+             (see the README's \"MCP server\"); Ctrl-D to quit"
+        );
+    }
     let server = AgentctlServer::new(store, options);
     let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
-    let running = server
-        .serve(Gate::new(stdio))
-        .await
-        .map_err(|e| Error::Internal(format!("the MCP session could not start: {e}")))?;
+    let running = match server.serve(Gate::new(stdio)).await {
+        Ok(running) => running,
+        // Closed before any request chose a lifecycle: nothing was asked, nothing went wrong.
+        Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
+        Err(e) => return Err(Error::Internal(format!("the MCP session could not start: {e}"))),
+    };
     running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")))?;
     Ok(())
 }

@@ -1,10 +1,15 @@
 //! `agentctl mcp` at the protocol's edges, in raw JSON-RPC: methods it does not offer, the
 //! schemas it publishes, and how it starts and ends (stdin at EOF, stdin a terminal).
 
+use std::io::{Read, Write};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
-use crate::common::Home;
-use crate::raw_mcp::RawMcp;
+use crate::common::{BIN, Home, wait_until};
+use crate::raw_mcp::{RawMcp, meta_2026};
 
 const METHOD_NOT_FOUND: i64 = -32601;
 
@@ -131,4 +136,57 @@ fn published_schemas_carry_only_standard_formats() {
         assert_eq!(logs["inputSchema"]["properties"]["offset"]["type"], json!(["integer", "null"]));
         assert_eq!(logs["inputSchema"]["properties"]["offset"]["minimum"], 0);
     }
+}
+
+#[test]
+fn eof_on_stdin_is_a_clean_exit_before_and_after_initialize() {
+    // A home agentctl creates itself, so nothing else goes to stderr.
+    let h = Home::under("home");
+    let out = h.cmd().arg("mcp").stdin(Stdio::piped()).output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+    // Not a terminal: nothing to explain.
+    assert!(out.stderr.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+
+    let mcp = RawMcp::start(&h, &[]);
+    assert_eq!(mcp.close(), Some(0));
+    let mut mcp = RawMcp::start_2026(&h, &[]);
+    mcp.request("tools/list", json!({}));
+    assert_eq!(mcp.close(), Some(0));
+}
+
+#[test]
+fn started_in_a_terminal_it_says_what_it_is_and_ctrl_d_quits() {
+    let h = Home::new();
+    let inner = format!("'{BIN}' --home '{}' mcp", h.path().display());
+    // `script` runs the server on a pty and copies what the pty shows to our pipe.
+    let mut term = Command::new("script")
+        .args(["-qfec", &inner, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the `script` command (util-linux) is needed for this test");
+    let shown = Arc::new(Mutex::new(Vec::new()));
+    let mut pty = term.stdout.take().unwrap();
+    let reader = {
+        let shown = shown.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = pty.read(&mut buf) {
+                shown.lock().unwrap().extend_from_slice(&buf[..n]);
+            }
+        })
+    };
+    let text = || String::from_utf8_lossy(&shown.lock().unwrap()).into_owned();
+    wait_until(Duration::from_secs(20), "the server's line on the terminal", || text().contains("Ctrl-D"));
+    let line = text();
+    assert!(line.contains("agentctl mcp: serving MCP on stdin/stdout"), "{line}");
+    assert!(line.contains("MCP client"), "{line}");
+    // Ctrl-D at the start of a line: the terminal reads as end of file.
+    term.stdin.as_mut().unwrap().write_all(b"\x04").unwrap();
+    let status = term.wait().unwrap();
+    reader.join().unwrap();
+    assert_eq!(status.code(), Some(0), "{}", text());
+    assert!(!text().contains("internal error") && !text().contains("could not start"), "{}", text());
 }
