@@ -4,6 +4,7 @@ refusals that name the next tool (never a command line), and tokens sent as numb
 import json
 import subprocess
 
+import anyio
 import pytest
 from conftest import BIN, FAKE, connect, server_env
 
@@ -22,6 +23,38 @@ async def test_a_token_sent_as_a_number_is_accepted(home):
         for bad in (-1, 1234567, 4.5, True, None):
             r = await c.call_tool("await", {"token": bad})
             assert r.is_error and "no task" not in r.content[0].text, (bad, r.content[0].text)
+
+
+# Every numeric seconds parameter of every tool, with the other arguments it needs.
+SECONDS = [
+    ("ask", "wait_secs", {"role": "reviewer", "question": "x"}),
+    ("ask", "timeout_secs", {"role": "reviewer", "question": "x", "async": True}),
+    ("run", "wait_secs", {"command": ["true"]}),
+    ("run", "timeout_secs", {"command": ["true"], "async": True}),
+    ("await", "timeout_secs", {"token": "abcdef"}),
+    ("halt", "grace_secs", {"token": "abcdef"}),
+    ("wait_for_event", "timeout_secs", {"session": "s"}),
+]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_huge_number_is_an_error_result_and_the_server_keeps_serving(home, mode):
+    async def call(c, tool, args):
+        # A server that died leaves the call unanswered: fail instead of hanging.
+        with anyio.fail_after(30):
+            return await c.call_tool(tool, args)
+
+    async with connect(home, "--allow-run", mode=mode) as c:
+        for tool, param, args in SECONDS:
+            r = await call(c, tool, {**args, param: 1e19})
+            assert r.is_error, (tool, param, r)
+            assert param in r.content[0].text and "too long" in r.content[0].text, (tool, r.content[0].text)
+            listed = await call(c, "list", {})
+            assert not listed.is_error and listed.structured_content["count"] == 0
+        for param in ("tail_lines", "offset", "limit"):
+            r = await call(c, "logs", {"token": "abcdef", param: 1e19})
+            assert r.is_error, (param, r)
+        assert not (await call(c, "list", {})).is_error
 
 
 async def test_halting_a_task_that_already_ended_returns_its_end(home):
