@@ -13,6 +13,7 @@ mod disk;
 mod inputs;
 mod launchers;
 mod mcp_protocol;
+mod mcp_transcript;
 mod processes;
 mod raw_mcp;
 mod summary_props;

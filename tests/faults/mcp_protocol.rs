@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{BIN, Home, wait_until};
-use crate::raw_mcp::{RawMcp, meta_2026};
+use crate::raw_mcp::RawMcp;
 
 const METHOD_NOT_FOUND: i64 = -32601;
 
