@@ -161,12 +161,9 @@ pub struct LaunchRequest {
 impl LaunchOptions {
     /// The launch request for `role` running `what` with these options, waiting at most `max`.
     fn into_launch(self, role: &str, what: What, max: MaxWait) -> Result<LaunchRequest> {
-        let (wait, note) = if self.run_async {
-            (Wait::Async, None)
-        } else {
-            let capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
-            (Wait::For(capped.wait), capped.note)
-        };
+        // Checked even with `async`, which does not wait: a number out of range is refused.
+        let capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
+        let (wait, note) = if self.run_async { (Wait::Async, None) } else { (Wait::For(capped.wait), capped.note) };
         let launch = Launch {
             role: Role::parse(role)?,
             what,

@@ -28,6 +28,7 @@ async def test_a_token_sent_as_a_number_is_accepted(home):
 # Every numeric seconds parameter of every tool, with the other arguments it needs.
 SECONDS = [
     ("ask", "wait_secs", {"role": "reviewer", "question": "x"}),
+    ("ask", "wait_secs", {"role": "reviewer", "question": "x", "async": True}),
     ("ask", "timeout_secs", {"role": "reviewer", "question": "x", "async": True}),
     ("run", "wait_secs", {"command": ["true"]}),
     ("run", "timeout_secs", {"command": ["true"], "async": True}),
