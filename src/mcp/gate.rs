@@ -18,6 +18,7 @@ pub struct Gate<T> {
 }
 
 impl<T> Gate<T> {
+    /// Gate `inner`.
     pub fn new(inner: T) -> Gate<T> {
         Gate { inner, stateless: None }
     }

@@ -84,6 +84,7 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
 }
 
 impl AgentctlServer {
+    /// The server over `store`, its tools published as `options` say.
     pub(super) fn new(store: Store, options: Options) -> AgentctlServer {
         let mut tool_router = Self::task_router() + Self::event_router();
         if !options.allow_run {
