@@ -1,38 +1,52 @@
 //! The one error type of agentctl, and the exit code each failure maps to.
 
+use std::fmt;
 use std::path::PathBuf;
 
 use crate::task::{Status, Token};
 
 /// Everything that can go wrong, split into what the user can fix (exit 2) and internal faults (70).
+///
+/// A message says what went wrong the same way for every front-end; what to do next is
+/// added by `message` in the reader's terms: a command line for the CLI (`Display`), a tool
+/// to call for the MCP server.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("invalid token `{0}`: a token is 6 lowercase hex characters, like a3f2c1 (`agentctl list` shows them)")]
+    /// Not `^[0-9a-f]{6}$` (what was given, shortened for display).
     InvalidToken(String),
-    #[error("invalid role `{0}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")]
+    /// Not `[A-Za-z0-9_-]{1,64}`.
     InvalidRole(String),
-    #[error("no task {token} in {home}; `agentctl list` shows the tasks of this home (or pass --home)")]
+    /// A well-formed token with no task in this home.
     UnknownToken { token: Token, home: PathBuf },
-    #[error("task {token} already finished ({status}); there is nothing to halt")]
+    /// A halt of a task that has already ended.
     AlreadyFinished { token: Token, status: Status },
-    #[error("{0}")]
+    /// A halt that took over from an unresponsive supervisor could not see it end.
+    HaltTimedOut { token: Token },
+    /// Bad input, with what to do instead.
     Usage(String),
-    #[error("{0}")]
+    /// The agent's command cannot be started.
     LaunchFailed(String),
     /// A file in the home that agentctl will not use (a planted symlink, a FIFO…).
-    #[error("{0}")]
     Refused(String),
     /// A command that only reads found no home at the path it was given.
-    #[error("no agentctl home at {0}: nothing has run with this home yet; check --home and AGENTCTL_HOME")]
     NoHome(PathBuf),
-    #[error("{context}: {source}")]
+    /// An I/O failure, with what was being done.
     Io {
         context: String,
         #[source]
         source: std::io::Error,
     },
-    #[error("{0}")]
+    /// A fault of agentctl itself.
     Internal(String),
+}
+
+/// Who reads an error message, and so how its advice is put.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Frontend {
+    /// A person or a script at the command line: name the command to run.
+    Cli,
+    /// A model calling tools over MCP: name the tool to call, never a command line or a flag.
+    Mcp,
 }
 
 /// Result alias used across the crate.
@@ -50,7 +64,7 @@ impl Error {
             | Error::LaunchFailed(_)
             | Error::Refused(_)
             | Error::NoHome(_) => 2,
-            Error::Io { .. } | Error::Internal(_) => 70,
+            Error::Io { .. } | Error::HaltTimedOut { .. } | Error::Internal(_) => 70,
         }
     }
 
@@ -66,8 +80,63 @@ impl Error {
             Error::Refused(_) => "refused",
             Error::NoHome(_) => "no_home",
             Error::Io { .. } => "io",
-            Error::Internal(_) => "internal",
+            Error::HaltTimedOut { .. } | Error::Internal(_) => "internal",
         }
+    }
+
+    /// The whole message for `reader`: what went wrong, then what to do next.
+    pub fn message(&self, reader: Frontend) -> String {
+        let core = self.core();
+        match self.advice(reader) {
+            Some(advice) => format!("{core}; {advice}"),
+            None => core,
+        }
+    }
+
+    /// What went wrong, the same for every front-end.
+    fn core(&self) -> String {
+        match self {
+            Error::InvalidToken(t) => {
+                format!("invalid token `{t}`: a token is 6 lowercase hex characters, like a3f2c1")
+            }
+            Error::InvalidRole(r) => {
+                format!("invalid role `{r}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")
+            }
+            Error::UnknownToken { token, home } => format!("no task {token} in {}", home.display()),
+            Error::AlreadyFinished { token, status } => {
+                format!("task {token} already finished ({status}); there is nothing to halt")
+            }
+            Error::HaltTimedOut { token } => {
+                format!("the supervisor of task {token} did not finish halting it in time")
+            }
+            Error::Usage(m) | Error::LaunchFailed(m) | Error::Refused(m) | Error::Internal(m) => m.clone(),
+            Error::NoHome(home) => {
+                format!("no home at {}: nothing has run with this home yet", home.display())
+            }
+            Error::Io { context, source } => format!("{context}: {source}"),
+        }
+    }
+
+    /// What to do next, in `reader`'s terms, where the message alone does not say.
+    fn advice(&self, reader: Frontend) -> Option<String> {
+        use Frontend::{Cli, Mcp};
+        Some(match (self, reader) {
+            (Error::InvalidToken(_), Cli) => "`agentctl list` shows them".into(),
+            (Error::InvalidToken(_), Mcp) => "the `list` tool shows them".into(),
+            (Error::UnknownToken { .. }, Cli) => "`agentctl list` shows the tasks of this home (or pass --home)".into(),
+            (Error::UnknownToken { .. }, Mcp) => "call `list` to see the tasks this server knows".into(),
+            (Error::NoHome(_), Cli) => "check --home and AGENTCTL_HOME".into(),
+            (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
+            (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),
+            _ => return None,
+        })
+    }
+}
+
+/// The command line's message (`Frontend::Cli`).
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message(Frontend::Cli))
     }
 }
 
@@ -96,5 +165,53 @@ impl Error {
 impl<T> IoContext<T> for nix::Result<T> {
     fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
         self.map_err(|errno| Error::Io { context: what(), source: errno.into() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn every_kind() -> Vec<Error> {
+        let token = crate::task::Token::parse("a3f2c1").unwrap();
+        vec![
+            Error::InvalidToken("../x".into()),
+            Error::InvalidRole("a/b".into()),
+            Error::UnknownToken { token, home: "/h".into() },
+            Error::AlreadyFinished { token, status: Status::Completed },
+            Error::HaltTimedOut { token },
+            Error::Usage("bad".into()),
+            Error::LaunchFailed("no such command".into()),
+            Error::Io { context: "cannot read x".into(), source: std::io::ErrorKind::NotFound.into() },
+            Error::Refused("/h/x.log is a symlink, where the home keeps a regular file of its own; remove it".into()),
+            Error::NoHome("/nowhere".into()),
+            Error::Internal("oops".into()),
+        ]
+    }
+
+    #[test]
+    fn mcp_messages_name_tools_never_command_lines() {
+        for e in every_kind() {
+            let m = e.message(Frontend::Mcp);
+            assert!(!m.contains("agentctl ") && !m.contains("--"), "{m}");
+            assert!(m.starts_with(&e.core()), "{m}");
+        }
+    }
+
+    #[test]
+    fn cli_messages_keep_their_advice() {
+        let [invalid, _, unknown, finished, halt, ..] = &every_kind()[..] else { unreachable!() };
+        for (e, says) in [
+            (
+                invalid,
+                "invalid token `../x`: a token is 6 lowercase hex characters, like a3f2c1; `agentctl list` shows them",
+            ),
+            (unknown, "no task a3f2c1 in /h; `agentctl list` shows the tasks of this home (or pass --home)"),
+            (finished, "task a3f2c1 already finished (completed); there is nothing to halt"),
+            (halt, "the supervisor of task a3f2c1 did not finish halting it in time; check `agentctl status a3f2c1`"),
+        ] {
+            assert_eq!(e.to_string(), says);
+        }
+        assert!(unknown.message(Frontend::Mcp).contains("call `list`"));
     }
 }

@@ -158,6 +158,10 @@ pub struct McpArgs {
     /// Offer the `run` tool, which runs any command (off unless given)
     #[arg(long)]
     pub allow_run: bool,
+    /// The longest one tool call blocks (await, wait_for_event, and ask/run's wait for a quick
+    /// result); keep it below the client's tool-call timeout (60 s in the TypeScript SDK)
+    #[arg(long, value_name = "D", default_value = "55s")]
+    pub max_wait: String,
 }
 
 #[derive(Debug, Args)]

@@ -152,7 +152,9 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Mcp(m) => {
-            crate::mcp::serve(Store::open(&home)?, m.allow_run).await?;
+            let max_wait = crate::mcp::MaxWait(parse_duration(&m.max_wait)?);
+            let options = crate::mcp::Options { allow_run: m.allow_run, agents_file: agents, max_wait };
+            crate::mcp::serve(Store::open(&home)?, options).await?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),

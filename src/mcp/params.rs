@@ -5,13 +5,15 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde::de::{self, Deserializer, Visitor};
 
+use super::limits::MaxWait;
 use crate::error::{Error, Result};
-use crate::ops::{HYBRID_WAIT, Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
+use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
 use crate::task::{EventKind, Role, Status, duration_from_secs};
 
-/// The longest one `await` (or `wait_for_event`) call blocks, whatever it asks for.
-pub const AWAIT_CAP: Duration = Duration::from_secs(300);
+// Descriptions may hold `{max_wait}` and `{hybrid_wait}`: the server fills them in with its
+// configured values when it starts (see `publish`).
 
 /// How to start a task and how long to wait for it: shared by `ask` and `run`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -19,7 +21,7 @@ pub struct LaunchOptions {
     /// Return the token at once instead of waiting for a quick result.
     #[serde(default, rename = "async")]
     pub run_async: bool,
-    /// Seconds to wait for the result before handing back a token (default 10).
+    /// Seconds to wait for the result before handing back a token (default {hybrid_wait}, at most {max_wait}).
     pub wait_secs: Option<f64>,
     /// Directory the agent runs in (default: the server's).
     pub cwd: Option<String>,
@@ -53,14 +55,16 @@ pub struct RunParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AwaitParams {
     /// The task's 6-hex-character token, as returned by ask.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Seconds to block at most (default 55, at most 300). The task keeps running afterwards.
+    /// Seconds to block at most (default and at most {max_wait}). The task keeps running afterwards.
     pub timeout_secs: Option<f64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct HaltParams {
     /// The task's token.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
     /// Seconds between SIGTERM and SIGKILL (default 5).
     pub grace_secs: Option<f64>,
@@ -77,6 +81,7 @@ pub struct ListParams {
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct LogsParams {
     /// The task's token.
+    #[serde(deserialize_with = "token_text")]
     pub token: String,
     /// Return the last N lines (default 100, at most 1000). Ignored when `offset` is given.
     pub tail_lines: Option<u64>,
@@ -93,7 +98,7 @@ pub struct LogsParams {
 pub struct WaitForEventParams {
     /// Only these event types: task_finished, message, question (default: any).
     pub types: Option<Vec<String>>,
-    /// Seconds to block at most (default 55, at most 300); then a `timeout` event comes back.
+    /// Seconds to block at most (default and at most {max_wait}); then a `timeout` event comes back.
     pub timeout_secs: Option<f64>,
     /// Session to wait on (default: the server's, `default` unless AGENTCTL_SESSION is set).
     pub session: Option<String>,
@@ -117,6 +122,26 @@ impl WaitForEventParams {
     }
 }
 
+/// A `token` argument as text. Clients that coerce `key=value` arguments send an all-digit
+/// token (older versions made them) as a number: it stands for its digits, zero-padded to six.
+/// The published schema stays `type: string`.
+fn token_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D::Error> {
+    struct TokenText;
+    impl Visitor<'_> for TokenText {
+        type Value = String;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a task token: 6 hex characters, like a3f2c1")
+        }
+        fn visit_str<E: de::Error>(self, s: &str) -> std::result::Result<String, E> {
+            Ok(s.to_owned())
+        }
+        fn visit_u64<E: de::Error>(self, n: u64) -> std::result::Result<String, E> {
+            Ok(format!("{n:06}"))
+        }
+    }
+    d.deserialize_any(TokenText)
+}
+
 /// Seconds from a client, checked, or `default` when none were given.
 pub fn seconds_or(what: &str, secs: Option<f64>, default: Duration) -> Result<Duration> {
     secs.map(|s| seconds(what, s)).transpose().map(|d| d.unwrap_or(default))
@@ -127,38 +152,47 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
     duration_from_secs(what, secs)
 }
 
+/// A launch request, and a note for the answer when its wait was capped.
+pub struct LaunchRequest {
+    pub launch: Launch,
+    pub note: Option<String>,
+}
+
 impl LaunchOptions {
-    /// The launch request for `role` running `what` with these options.
-    fn into_launch(self, role: &str, what: What) -> Result<Launch> {
-        let wait =
-            if self.run_async { Wait::Async } else { Wait::For(seconds_or("wait_secs", self.wait_secs, HYBRID_WAIT)?) };
-        Ok(Launch {
+    /// The launch request for `role` running `what` with these options, waiting at most `max`.
+    fn into_launch(self, role: &str, what: What, max: MaxWait) -> Result<LaunchRequest> {
+        // Checked even with `async`, which does not wait: a number out of range is refused.
+        let capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
+        let (wait, note) = if self.run_async { (Wait::Async, None) } else { (Wait::For(capped.wait), capped.note) };
+        let launch = Launch {
             role: Role::parse(role)?,
             what,
             cwd: self.cwd.map(PathBuf::from),
             session: self.session,
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             wait,
-        })
+        };
+        Ok(LaunchRequest { launch, note })
     }
 }
 
 impl AskParams {
-    /// The launch request this stands for.
-    pub fn into_launch(self) -> Result<Launch> {
-        let what = What::Ask { question: self.question, agents_file: None };
-        self.options.into_launch(&self.role, what)
+    /// The launch request this stands for, with the role's template from `agents_file` (else
+    /// the home's or the config dir's agents.toml, as for the CLI).
+    pub fn into_launch(self, agents_file: Option<PathBuf>, max: MaxWait) -> Result<LaunchRequest> {
+        let what = What::Ask { question: self.question, agents_file };
+        self.options.into_launch(&self.role, what, max)
     }
 }
 
 impl RunParams {
     /// The launch request this stands for.
-    pub fn into_launch(self) -> Result<Launch> {
+    pub fn into_launch(self, max: MaxWait) -> Result<LaunchRequest> {
         if self.command.is_empty() {
             return Err(Error::Usage("`command` is empty; give the program and its arguments".into()));
         }
         let role = self.role.unwrap_or_else(|| "run".into());
-        self.options.into_launch(&role, What::Run { argv: self.command })
+        self.options.into_launch(&role, What::Run { argv: self.command }, max)
     }
 }
 
@@ -177,5 +211,25 @@ impl LogsParams {
             Some(offset) => Window::Range { offset, limit: self.limit.unwrap_or(200).min(MAX_PAGE_LINES) },
             None => Window::Tail(self.tail_lines.unwrap_or(100).min(MAX_PAGE_LINES)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_token_may_come_as_a_number() {
+        for (given, text) in [(json!("a3f2c1"), "a3f2c1"), (json!(4217), "004217"), (json!(0), "000000")] {
+            let p: AwaitParams = serde_json::from_value(json!({ "token": given })).unwrap();
+            assert_eq!(p.token, text);
+        }
+        for bad in [json!(-1), json!(4.5), json!(true), json!(null), json!([1])] {
+            assert!(serde_json::from_value::<HaltParams>(json!({ "token": bad })).is_err(), "{bad}");
+        }
+        let schema = schemars::schema_for!(LogsParams);
+        assert_eq!(schema.as_value()["properties"]["token"]["type"], "string");
     }
 }

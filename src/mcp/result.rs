@@ -4,7 +4,7 @@
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
-use crate::error::Error;
+use crate::error::{Error, Frontend};
 use crate::ops::TaskView;
 use crate::task::Status;
 
@@ -24,7 +24,15 @@ pub fn task(v: &TaskView, expected: Option<Status>) -> CallToolResult {
     structured(v, v.text(), failed)
 }
 
-/// A refusal or failure, with the message that says what to do.
+/// Add `note` to what the view notes already.
+pub fn add_note(v: &mut TaskView, note: String) {
+    v.note = Some(match v.note.take() {
+        Some(n) => format!("{note}; {n}"),
+        None => note,
+    });
+}
+
+/// A refusal or failure, with the message that says what to do (in tools, not command lines).
 pub fn error(e: &Error) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("{} ({})", e, e.kind()))])
+    CallToolResult::error(vec![ContentBlock::text(format!("{} ({})", e.message(Frontend::Mcp), e.kind()))])
 }

@@ -1,18 +1,22 @@
 //! The operations both front-ends offer (ask, run, await, halt, status, list, logs): the only
 //! place where the rules live. The CLI and the MCP server convert types and render.
 
+mod agents;
 mod events;
 mod launch;
 mod page;
 mod prune;
 mod query;
+mod stop;
 mod view;
 mod wait;
 
+pub use agents::check_agents_file;
 pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{ListFilter, follow, list, read_log, status};
+pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};

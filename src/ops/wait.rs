@@ -178,7 +178,7 @@ async fn take_over(store: &Store, token: Token, id: Option<crate::task::Supervis
         match FileLock::try_take(&lock_path)? {
             Some(lock) => break lock,
             None if Instant::now() < give_up => sleep(Duration::from_millis(5)).await,
-            None => return Err(Error::Internal(format!("the supervisor of task {token} does not die"))),
+            None => return Err(Error::HaltTimedOut { token }),
         }
     };
     let mut rec = store.read_record(token)?;

@@ -38,8 +38,8 @@ fn refused(path: &Path, what: &str) -> io::Error {
     io::Error::new(
         ErrorKind::InvalidInput,
         Refused(format!(
-            "{} is {what}, where agentctl keeps a regular file of its own; agentctl never follows or reads \
-             such a file: remove it",
+            "{} is {what}, where the home keeps a regular file of its own; such a file is never followed or \
+             read: remove it",
             path.display()
         )),
     )
@@ -152,7 +152,7 @@ pub fn read(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     f.by_ref().take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(refused(path, &format!("larger than the {max} bytes agentctl writes there")));
+        return Err(refused(path, &format!("larger than the {max} bytes written there")));
     }
     Ok(bytes)
 }

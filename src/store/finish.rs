@@ -25,8 +25,7 @@ impl Store {
         let path = self.task_dir(t).join("reserve");
         let what = || {
             format!(
-                "cannot set aside disk space for a new task in {} (is the home's disk full? free some space, or use \
-                 another home with --home)",
+                "cannot set aside disk space for a new task in {} (is the home's disk full? free some space on it)",
                 self.home().display()
             )
         };

@@ -25,14 +25,20 @@ impl Token {
     }
 
     /// A fresh random token (uniqueness is the store's job: it creates tokens exclusively).
+    /// It always holds one of the letters a-d or f, so no client can take it for a number:
+    /// all digits (`004217`) is an integer, and digits with an `e` (`12e456`) a float.
     pub fn random() -> Token {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let n: u32 = rand::random();
-        let mut t = [0u8; 6];
-        for (i, c) in t.iter_mut().enumerate() {
-            *c = HEX[((n >> (i * 4)) & 0xf) as usize];
+        loop {
+            let n: u32 = rand::random();
+            let mut t = [0u8; 6];
+            for (i, c) in t.iter_mut().enumerate() {
+                *c = HEX[((n >> (i * 4)) & 0xf) as usize];
+            }
+            if t.iter().any(|c| matches!(c, b'a'..=b'd' | b'f')) {
+                return Token(t);
+            }
         }
-        Token(t)
     }
 
     /// The token as text.
@@ -88,10 +94,14 @@ mod tests {
     }
 
     #[test]
-    fn random_tokens_are_valid() {
-        for _ in 0..100 {
+    fn random_tokens_are_valid_and_never_read_as_numbers() {
+        // Without the retry, about 10 % of draws have no letter but `e`: 20 000 draws would
+        // hit one with certainty (the chance to miss is below 1e-900).
+        for _ in 0..20_000 {
             let t = Token::random();
             assert_eq!(Token::parse(t.as_str()).unwrap(), t);
+            assert!(t.as_str().parse::<f64>().is_err(), "{t} reads as a number");
+            assert!(t.as_str().bytes().any(|c| matches!(c, b'a'..=b'd' | b'f')), "{t}");
         }
     }
 

@@ -166,7 +166,7 @@ fn refused_commands_and_commands_that_only_read_create_no_home() {
     ] {
         let r = h.run(&[&["--json"], args.as_slice()].concat(), 2);
         assert_eq!(r.json()["kind"], "no_home", "{args:?}: {}", r.stdout);
-        assert!(r.stderr.contains("no agentctl home at") && r.stderr.contains("--home"), "{}", r.stderr);
+        assert!(r.stderr.contains("no home at") && r.stderr.contains("--home"), "{}", r.stderr);
         assert!(!top.exists(), "{args:?} created {}", top.display());
     }
     // The first command that starts something makes it.

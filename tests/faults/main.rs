@@ -14,6 +14,8 @@ mod home_files;
 mod inputs;
 mod launchers;
 mod long_lines;
+mod mcp_protocol;
+mod mcp_transcript;
 mod processes;
 mod raw_mcp;
 mod summary_props;

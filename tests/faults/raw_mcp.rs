@@ -1,5 +1,6 @@
-//! A minimal MCP client speaking raw JSON-RPC to `agentctl mcp` over stdio (initialize-based
-//! protocol), for tests that need the server's process in hand.
+//! A minimal MCP client speaking raw JSON-RPC to `agentctl mcp` over stdio, for tests that
+//! need the server's process in hand or the exact messages on the wire: the initialize-based
+//! protocol (2025-11-25) or the stateless one (2026-07-28, every request carrying `_meta`).
 
 use std::io::{BufRead, BufReader, Lines, Write};
 use std::os::unix::process::CommandExt;
@@ -11,14 +12,42 @@ use crate::common::Home;
 
 pub struct RawMcp {
     pub server: Child,
-    stdin: ChildStdin,
+    stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     next_id: u64,
+    /// The `_meta` every request carries on the stateless protocol; `None` on the other.
+    meta: Option<Value>,
+}
+
+/// What the Python SDK puts in every request's `_meta` on protocol 2026-07-28.
+pub fn meta_2026() -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "faults", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": {},
+    })
 }
 
 impl RawMcp {
     /// Start `agentctl mcp FLAGS…` on `h` (in a process group of its own) and initialize.
     pub fn start(h: &Home, flags: &[&str]) -> RawMcp {
+        let mut mcp = RawMcp::spawn(h, flags);
+        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "faults", "version": "0"}});
+        mcp.request("initialize", init);
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        mcp
+    }
+
+    /// Start `agentctl mcp FLAGS…` on `h` for the stateless protocol (2026-07-28): no
+    /// handshake, `_meta` in every request.
+    pub fn start_2026(h: &Home, flags: &[&str]) -> RawMcp {
+        let mut mcp = RawMcp::spawn(h, flags);
+        mcp.meta = Some(meta_2026());
+        mcp
+    }
+
+    /// Start `agentctl mcp FLAGS…` on `h` and send nothing yet.
+    pub fn spawn(h: &Home, flags: &[&str]) -> RawMcp {
         let mut server = h
             .cmd()
             .arg("mcp")
@@ -28,21 +57,32 @@ impl RawMcp {
             .process_group(0)
             .spawn()
             .unwrap();
-        let stdin = server.stdin.take().unwrap();
+        let stdin = server.stdin.take();
         let lines = BufReader::new(server.stdout.take().unwrap()).lines();
-        let mut mcp = RawMcp { server, stdin, lines, next_id: 0 };
-        let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "faults", "version": "0"}});
-        mcp.request("initialize", init);
-        writeln!(mcp.stdin, r#"{{"jsonrpc":"2.0","method":"notifications/initialized"}}"#).unwrap();
-        mcp
+        RawMcp { server, stdin, lines, next_id: 0, meta: None }
+    }
+
+    /// Write one message.
+    pub fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin.as_mut().expect("stdin is open"), "{msg}").unwrap();
+    }
+
+    /// Read the next message the server writes (`None` once it closed stdout).
+    pub fn receive(&mut self) -> Option<Value> {
+        let line = self.lines.next()?.unwrap();
+        Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
     }
 
     /// Send a request and return its response (this client sends one at a time).
     pub fn request(&mut self, method: &str, params: Value) -> Value {
         self.next_id += 1;
+        let mut params = params;
+        if let Some(meta) = &self.meta {
+            params.as_object_mut().expect("params are an object").insert("_meta".into(), meta.clone());
+        }
         let msg = json!({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params});
-        writeln!(self.stdin, "{msg}").unwrap();
-        let reply: Value = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
+        self.send(&msg);
+        let reply = self.receive().expect("the server answered");
         assert_eq!(reply["id"], self.next_id, "{reply}");
         reply
     }
@@ -50,5 +90,11 @@ impl RawMcp {
     /// Call a tool and return its result.
     pub fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request("tools/call", json!({"name": tool, "arguments": arguments}))["result"].clone()
+    }
+
+    /// Close the server's stdin and return its exit code once it has exited.
+    pub fn close(mut self) -> Option<i32> {
+        drop(self.stdin.take());
+        self.server.wait().unwrap().code()
     }
 }

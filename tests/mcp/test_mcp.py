@@ -149,7 +149,8 @@ async def test_halt_ends_a_stubborn_agent_and_its_descendants(home, tmp_path):
         assert h.structured_content["summary"] == "partial: started a grandchild"
         assert not any(alive(p) for p in pids)
         again = await c.call_tool("halt", {"token": token})
-        assert again.is_error and "already finished (cancelled)" in again.content[0].text
+        assert not again.is_error and again.structured_content["status"] == "cancelled"
+        assert "already ended" in again.structured_content["note"]
 
 
 async def test_tasks_survive_a_killed_server(home, tmp_path):
