@@ -158,6 +158,7 @@ struct ReadOnly(PathBuf);
 
 impl ReadOnly {
     fn bind(dir: &Path, at: &Path) -> ReadOnly {
+        crate::needs_root("it bind-mounts the home read-only");
         std::fs::create_dir_all(at).unwrap();
         let run = |args: &[&str]| Command::new("mount").args(args).status().is_ok_and(|s| s.success());
         let (d, a) = (dir.to_str().unwrap(), at.to_str().unwrap());

@@ -7,6 +7,13 @@
 #[path = "../cli/common.rs"]
 mod common;
 
+/// Fail (never skip) a test that cannot run without root, saying so.
+pub fn needs_root(what: &str) {
+    // SAFETY: geteuid cannot fail.
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(euid, 0, "this test needs root ({what}); scripts/test runs as root on CI");
+}
+
 mod clock;
 mod concurrency;
 mod disk;

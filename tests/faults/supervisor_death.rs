@@ -136,6 +136,7 @@ fn kill_the_supervisor_of(h: &Home, script: &str) -> (String, Vec<i64>, serde_js
 
 #[test]
 fn processes_that_outlive_a_killed_supervisor_are_ended_by_the_next_look() {
+    crate::needs_root("its agent drops privileges to another user");
     let h = Home::new();
     // Dropping privileges clears the parent-death signal: the agent would run on.
     let (_, pids, st) = kill_the_supervisor_of(
