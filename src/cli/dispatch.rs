@@ -98,7 +98,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let store = Store::existing(&home)?;
             let mut stdout = std::io::stdout().lock();
             if out.json && !l.follow {
-                render::log_json(&mut stdout, |text| ops::read_log(&store, token, l.tail, l.raw, text))?;
+                return render::log_json(&mut stdout, |text| ops::read_log(&store, token, l.tail, l.raw, text));
             } else if out.json {
                 let mut lines = render::JsonLines::new(token, &mut stdout);
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut lines).await?;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::ops::{LoggedEvent, Pruned, TaskView, human_duration};
+use crate::ops::{LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
 use crate::task::{Event, EventKind, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
@@ -163,22 +163,37 @@ impl Out {
 }
 
 /// `logs --json`: the output streamed as the `text` field of one object (no copy of the whole
-/// log is held), the task's fields after it once known. `write` streams the text.
+/// log is held), the task's fields after it once known. `write` streams the text. An error
+/// after the text began ends the same object, with the error's fields; one before it is the
+/// caller's to print.
 pub fn log_json(
     out: &mut dyn Write,
     write: impl FnOnce(&mut dyn Write) -> crate::error::Result<TaskView>,
-) -> crate::error::Result<()> {
+) -> crate::error::Result<ExitCode> {
     use crate::error::IoContext;
-    let failed = |e: io::Error| Err(e).ctx(|| "cannot write to stdout".into());
-    // The object begins with the first text, so a refusal before it prints only its own.
     let mut text = JsonText { out: &mut *out, partial: Vec::new(), begun: false };
-    let v = write(&mut text)?;
-    let rest = json!({
-        "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count, "log_path": v.log_path,
-    });
+    let (rest, code) = match write(&mut text) {
+        Ok(v) => (
+            json!({
+                "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count,
+                "log_path": v.log_path,
+            }),
+            ExitCode::SUCCESS,
+        ),
+        Err(e) if text.begun => {
+            eprintln!("agentctl: {e}");
+            let fields = json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() });
+            (fields, ExitCode::from(e.exit_code()))
+        }
+        Err(e) => return Err(e),
+    };
     let rest = rest.to_string();
     let end = format!("\",{}\n", &rest[1..]);
-    text.finish().and_then(|()| out.write_all(end.as_bytes())).and_then(|()| out.flush()).or_else(failed)
+    text.finish()
+        .and_then(|()| out.write_all(end.as_bytes()))
+        .and_then(|()| out.flush())
+        .ctx(|| "cannot write to stdout".into())?;
+    Ok(code)
 }
 
 /// Writes text into a JSON string, escaped, as it comes (UTF-8 cut between writes is joined),
@@ -233,9 +248,6 @@ pub struct JsonLines<'a> {
     out: &'a mut dyn Write,
     pending: Vec<u8>,
 }
-
-/// The most of one line a `JsonLines` object carries.
-const LINE_PIECE: usize = 1 << 20;
 
 impl<'a> JsonLines<'a> {
     pub fn new(token: Token, out: &'a mut dyn Write) -> JsonLines<'a> {

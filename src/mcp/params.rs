@@ -66,7 +66,7 @@ pub struct HaltParams {
     /// The task's token.
     #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Seconds between SIGTERM and SIGKILL (default 5).
+    /// Seconds between SIGTERM and SIGKILL (default 5, at most {max_wait}).
     pub grace_secs: Option<f64>,
 }
 

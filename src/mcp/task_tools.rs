@@ -8,7 +8,7 @@ use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use serde::Serialize;
 
 use super::limits::seconds_text;
-use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams, seconds_or};
+use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams};
 use super::result;
 use super::server::{AgentctlServer, answer, cancelled};
 use crate::error::Result;
@@ -108,7 +108,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5). Returns \
+        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5, at most \
+                       {max_wait}). Returns \
                        its partial summary. A task that already ended is left as it is and its final state \
                        returned, with a note that nothing was stopped.",
         annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
@@ -118,9 +119,15 @@ impl AgentctlServer {
         answer(
             async {
                 let token = Token::parse(&p.token)?;
-                let grace = seconds_or("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
-                Ok(match ops::halt_if_running(&self.store, token, grace).await? {
-                    Halted::Stopped(v) => result::task(&v, Some(Status::Cancelled)),
+                // A halt blocks for its grace period: no longer than any other call.
+                let grace = self.options.max_wait.cap("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
+                Ok(match ops::halt_if_running(&self.store, token, grace.wait).await? {
+                    Halted::Stopped(mut v) => {
+                        if let Some(note) = grace.note {
+                            result::add_note(&mut v, note);
+                        }
+                        result::task(&v, Some(Status::Cancelled))
+                    }
                     // Halting is idempotent here: the task's end is the answer, not an error.
                     Halted::AlreadyEnded(mut v) => {
                         let note = format!("task {token} had already ended ({}); nothing was stopped", v.status);

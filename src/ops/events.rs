@@ -60,6 +60,9 @@ pub async fn wait_event(store: &Store, session: Option<&str>, kinds: &[EventKind
     }
 }
 
+/// The longest message or question an event carries.
+pub const MAX_MESSAGE: usize = 64 * 1024;
+
 /// Post a `message` (or `question`) from the task this runs in (`AGENTCTL_TOKEN`) to its
 /// session, or to `session` when given. Outside a task, `session` is required.
 pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) -> Result<Event> {
@@ -80,6 +83,13 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
     check_session(&session)?;
     if text.trim().is_empty() {
         return Err(Error::Usage("the message is empty; say what the lead should know".into()));
+    }
+    if text.len() > MAX_MESSAGE {
+        return Err(Error::Usage(format!(
+            "the message is {} bytes, more than the {MAX_MESSAGE} an event carries; write the rest to a file and \
+             name the file in the message",
+            text.len()
+        )));
     }
     let mut event = Event::new(if question { EventKind::Question } else { EventKind::Message }, &session);
     event.token = task.as_ref().map(|r| r.token);

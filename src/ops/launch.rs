@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::events::session_of;
 use super::view::TaskView;
-use super::wait::{DEFAULT_GRACE, await_task, refresh};
+use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_task, refresh};
 use crate::agents::Agents;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
@@ -144,8 +144,16 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
         store.discard_task(&req.role, token);
         return Err(e);
     }
-    // A few milliseconds of blocking work, done in place: a thread for it would cost more.
-    supervisor::launch(store, token, lock)?;
+    // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
+    // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
+    // CLI does it in place, single-threaded, so that it can fork its supervisor.
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi {
+        tokio::task::block_in_place(|| supervisor::launch(store, token, lock))?;
+    } else {
+        supervisor::launch(store, token, lock)?;
+    }
     Ok(token)
 }
 
@@ -166,7 +174,9 @@ pub async fn settle(store: &Store, token: Token, wait: Wait) -> Result<TaskView>
 fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
     let mut v = TaskView::of(store, &refresh(store, token)?, true)?;
     v.message = Some(format!(
-        "Task {token} is running in the background. Await it to get its result (await blocks up to 55 s; call it again to keep waiting), or halt it to stop it."
+        "Task {token} is running in the background. Await it to get its result (await blocks up to {} s; call it \
+         again to keep waiting), or halt it to stop it.",
+        AWAIT_TIMEOUT.as_secs()
     ));
     Ok(v)
 }

@@ -50,6 +50,15 @@ pub struct LogPage {
     pub log_path: PathBuf,
 }
 
+/// Where a page begins.
+#[derive(Clone, Copy)]
+enum Start {
+    /// At this line number.
+    Line(u64),
+    /// This many lines before the end.
+    FromEnd(u64),
+}
+
 /// Read one window of the log (escapes stripped unless `raw`). A page always moves on: its
 /// `next_offset` is past every line it returned, or absent once the log's end was reached.
 pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Result<LogPage> {
@@ -70,16 +79,18 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(page),
         Err(e) => return Err(e).ctx(what),
     };
+    // Where the page begins: a line number from the start (a range), or a count of lines
+    // before the end (a tail).
     let (first, limit) = match window {
         Window::Tail(n) => {
             let n = n.min(MAX_PAGE_LINES);
-            let at = tail_offset(&mut file, n as usize).ctx(what)?;
+            let (at, found) = tail_offset(&mut file, n as usize).ctx(what)?;
             file.seek(SeekFrom::Start(at)).ctx(what)?;
-            (None, n)
+            (Start::FromEnd(found as u64), n)
         }
         Window::Range { offset, limit } => {
             let skipped = skip_lines(&mut file, offset).ctx(what)?;
-            (Some(skipped), limit.clamp(1, MAX_PAGE_LINES))
+            (Start::Line(skipped), limit.clamp(1, MAX_PAGE_LINES))
         }
     };
     let mut reader = BufReader::new(file);
@@ -109,11 +120,11 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
     }
     let returned = page.lines.len() as u64;
     page.offset = match first {
-        Some(skipped) => skipped,
+        Start::Line(skipped) => skipped,
         // A tail's first line number follows from the total.
-        None => page.line_count.saturating_sub(returned),
+        Start::FromEnd(found) => page.line_count.saturating_sub(found),
     };
-    if at_end && first.is_some() {
+    if at_end && matches!(first, Start::Line(_)) {
         // Read to the end: the count is exact, whatever the published one said.
         page.line_count = page.offset + returned;
     }

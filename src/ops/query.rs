@@ -114,7 +114,7 @@ impl LogReader {
             Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
         };
         let start = match tail {
-            Some(n) => tail_offset(&mut file, n),
+            Some(n) => tail_offset(&mut file, n).map(|(at, _)| at),
             None => Ok(0),
         };
         start.and_then(|at| file.seek(SeekFrom::Start(at))).ctx(|| format!("cannot read {}", path.display()))?;
@@ -139,11 +139,12 @@ impl LogReader {
     }
 }
 
-/// The offset where the last `n` lines of `file` begin (reading backwards from the end).
-pub(super) fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
+/// The offset where the last `n` lines of `file` begin (reading backwards from the end), and
+/// how many lines there are from there (fewer than `n` in a shorter file).
+pub(super) fn tail_offset(file: &mut File, n: usize) -> io::Result<(u64, usize)> {
     let len = file.seek(SeekFrom::End(0))?;
     if n == 0 {
-        return Ok(len);
+        return Ok((len, 0));
     }
     let mut pos = len;
     let mut seen = 0usize;
@@ -163,17 +164,18 @@ pub(super) fn tail_offset(file: &mut File, n: usize) -> io::Result<u64> {
                 }
                 seen += 1;
                 if seen == n {
-                    return Ok(pos + i as u64 + 1);
+                    return Ok((pos + i as u64 + 1, n));
                 }
             }
         }
         skip_last = false;
     }
-    Ok(0)
+    // The whole file: the newlines seen end lines, and one more line runs to the end.
+    Ok((0, if len == 0 { 0 } else { seen + 1 }))
 }
 
 /// How much of one line is held before it is printed in pieces.
-pub(super) const LINE_PIECE: usize = 1 << 20;
+pub const LINE_PIECE: usize = 1 << 20;
 
 /// Writes log bytes out, raw, or as cleaned whole lines; a line longer than `LINE_PIECE` is
 /// printed a piece at a time, so memory stays bounded whatever the line length.
@@ -240,8 +242,9 @@ mod tests {
         ] {
             std::fs::write(&p, text).unwrap();
             let mut f = File::open(&p).unwrap();
-            let off = tail_offset(&mut f, n).unwrap();
+            let (off, found) = tail_offset(&mut f, n).unwrap();
             assert_eq!(&text[off as usize..], want, "{text:?} {n}");
+            assert_eq!(found, want.lines().count(), "{text:?} {n}");
         }
     }
 

@@ -1,5 +1,6 @@
 //! Waiting for and stopping tasks, and noticing supervisors that died (`lost`).
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tokio::time::{Instant, sleep, timeout_at};
@@ -7,7 +8,7 @@ use tokio::time::{Instant, sleep, timeout_at};
 use super::view::TaskView;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
-use crate::supervisor::control::{self, Request};
+use crate::supervisor::control::{self, Reply, Request};
 use crate::supervisor::reach;
 use crate::task::{Outcome, Status, TaskRecord, Token};
 
@@ -43,9 +44,11 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     let untraced = "processes that left the task's session (setsid) could not be traced";
     let note = match (store.supervisor_id(token), &rec.started) {
         (Some(id), started) => {
-            let ended = reach::end_lost(id).describe();
             let when = if started.is_some() { "" } else { " before it recorded that the agent started" };
-            format!("the supervisor died{when}; {ended}; {untraced}")
+            match reach::end_lost(id, token) {
+                Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
+                None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),
+            }
         }
         (None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_)) => format!("the supervisor died; it left no trace of its session: {untraced}"),
@@ -70,10 +73,14 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
             return TaskView::of(store, &rec, true);
         }
         let wait = async {
-            match control::send(&store.socket_path(token), Request::Wait).await {
+            let answered = match control::send(&store.socket_path(token), Request::Wait).await {
                 Ok(Some(pending)) => pending.finished().await,
-                // Not listening yet (starting) or any more (just ended): look again.
-                Ok(None) | Err(_) => sleep(SETTLE).await,
+                Ok(None) | Err(_) => false,
+            };
+            // Not listening yet (starting) or any more (just ended), or closed without an
+            // answer (out of descriptors): look again, in a moment.
+            if !answered {
+                sleep(SETTLE).await;
             }
         };
         match deadline {
@@ -92,9 +99,13 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
     }
 }
 
-/// How long past the grace period a halt waits for the supervisor before it ends the task
-/// itself.
+/// How long past the grace period a halt waits for a supervisor that has not taken its
+/// request (or is stopped) before it ends the task itself.
 const TAKE_OVER_AFTER: Duration = Duration::from_millis(500);
+
+/// How long past the grace period a halt waits for a supervisor that took its request and
+/// runs (writing the end on a slow disk, say) before it ends the task itself all the same.
+const PATIENCE: Duration = Duration::from_secs(30);
 
 /// How often a halt looks whether an agent stopped its supervisor (SIGSTOP).
 const ROUSE_EVERY: Duration = Duration::from_millis(100);
@@ -102,40 +113,52 @@ const ROUSE_EVERY: Duration = Duration::from_millis(100);
 /// Stop the task: SIGTERM to everything it runs, SIGKILL after `grace`. Returns once nothing
 /// of it is left alive, with its partial summary. `purge` also removes its log and summary.
 ///
-/// The supervisor does the work. A supervisor that an agent stopped (SIGSTOP) is woken as often
-/// as it is stopped; one that has not answered once the grace period is over (by
-/// `TAKE_OVER_AFTER`) is past saving: the halt kills the task's processes and the supervisor
-/// itself, and records the end.
+/// The supervisor does the work. One that an agent stopped (SIGSTOP) is woken as often as it
+/// is stopped. One that has not taken the request half a second after the grace period, or is
+/// stopped then, is past saving: the halt ends the task's processes and the supervisor itself,
+/// and records the end. One that took it and runs gets `PATIENCE` more.
 pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> Result<TaskView> {
     let status = refresh(store, token)?.status();
     if status.is_final() {
         return Err(Error::AlreadyFinished { token, status });
     }
-    let id = store.supervisor_id(token);
-    let take_over_at = Instant::now() + grace + TAKE_OVER_AFTER;
+    let started = Instant::now();
+    let taken = AtomicBool::new(false);
     let wake = async {
         loop {
-            if let Some(id) = id {
+            if let Some(id) = store.supervisor_id(token) {
                 reach::resume(id);
             }
             sleep(ROUSE_EVERY).await;
         }
     };
     tokio::pin!(wake);
+    let mut took_over = false;
     loop {
         let asked = async {
-            match control::send(&store.socket_path(token), Request::Halt { grace }).await {
-                Ok(Some(pending)) => pending.finished().await,
-                // Not listening yet (starting), any more (ending), or out of descriptors.
-                Ok(None) | Err(_) => sleep(SETTLE).await,
+            if let Ok(Some(mut pending)) = control::send(&store.socket_path(token), Request::Halt { grace }).await {
+                loop {
+                    match pending.next().await {
+                        Reply::Taken => taken.store(true, Ordering::Relaxed),
+                        Reply::Done => return,
+                        Reply::Gone => break,
+                    }
+                }
             }
+            // Not listening yet (starting), any more (ending), or out of descriptors.
+            sleep(SETTLE).await;
         };
+        let at_work = || taken.load(Ordering::Relaxed) && !store.supervisor_id(token).is_some_and(reach::is_stopped);
+        let give_up = started + grace + if at_work() { PATIENCE } else { TAKE_OVER_AFTER };
         tokio::select! {
             () = asked => {}
             () = &mut wake => {}
-            () = tokio::time::sleep_until(take_over_at) => {
-                take_over(store, token, id).await?;
-                break;
+            () = tokio::time::sleep_until(give_up) => {
+                // Looked at again when the time comes: the supervisor may have taken it since.
+                if Instant::now() >= started + grace + if at_work() { PATIENCE } else { TAKE_OVER_AFTER } {
+                    took_over = take_over(store, token).await?;
+                    break;
+                }
             }
         }
         if refresh(store, token)?.status().is_final() {
@@ -145,6 +168,8 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
     let rec = refresh(store, token)?;
     match rec.status() {
         Status::Cancelled => {}
+        // Whoever recorded it, the halt ended the task.
+        status if status.is_final() && took_over => {}
         status if status.is_final() => return Err(Error::AlreadyFinished { token, status }),
         status => {
             return Err(Error::Internal(format!("task {token} is still {status} after the halt")));
@@ -160,17 +185,23 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
     Ok(v)
 }
 
-/// End a task whose supervisor did not answer a halt: its processes and the supervisor are
-/// killed, then the end is recorded as `cancelled` (unless the supervisor got there first).
-async fn take_over(store: &Store, token: Token, id: Option<crate::task::SupervisorId>) -> Result<()> {
-    let Some(id) = id else { return Ok(()) };
-    let reached = tokio::task::spawn_blocking(move || reach::take_over(id))
+/// End a task whose supervisor did not carry out a halt: stop the supervisor; unless the task
+/// had ended after all (then it goes on to record and announce the end), kill the task's
+/// processes and the supervisor, and record `cancelled`. True if it ended the task itself.
+async fn take_over(store: &Store, token: Token) -> Result<bool> {
+    let Some(id) = store.supervisor_id(token) else { return Ok(false) };
+    let Some(stopped) = reach::stop(id) else {
+        // Already gone: `refresh` finds the task lost or ended.
+        return Ok(false);
+    };
+    // Stopped, it can write nothing more: what the record says now is what it will say.
+    if store.read_record(token)?.status().is_final() {
+        stopped.resume();
+        return Ok(false);
+    }
+    let reached = tokio::task::spawn_blocking(move || stopped.kill_all())
         .await
         .map_err(|e| Error::Internal(format!("cannot end task {token}: {e}")))?;
-    let Some(reached) = reached else {
-        // The supervisor was already gone: `refresh` finds the task lost or ended.
-        return Ok(());
-    };
     // The supervisor lets go of the lock as it dies.
     let lock_path = store.lock_path(token);
     let give_up = Instant::now() + Duration::from_secs(2);
@@ -190,5 +221,5 @@ async fn take_over(store: &Store, token: Token, id: Option<crate::task::Supervis
         );
         store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None)?;
     }
-    Ok(())
+    Ok(true)
 }

@@ -45,12 +45,11 @@ fn refused(path: &Path, what: &str) -> io::Error {
     )
 }
 
-/// How to open: for reading, or for appending (created 0600 if missing).
+/// How to open: for reading, or for reading and writing (created 0600 if missing).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
     Read,
-    Append,
-    /// Read and write, created 0600 if missing (lock files).
+    /// Read and write, created 0600 if missing (locks, the event log).
     ReadWriteCreate,
 }
 
@@ -63,13 +62,12 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
         | libc::O_NONBLOCK
         | match access {
             Access::Read => libc::O_RDONLY,
-            Access::Append => libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT,
             Access::ReadWriteCreate => libc::O_RDWR | libc::O_CREAT,
         };
     let file = match open_no_symlinks(path, flags) {
         Ok(f) => f,
         Err(e) if e.raw_os_error() == Some(libc::ELOOP) => return Err(refused(path, "a symlink (or under one)")),
-        // O_NONBLOCK on a FIFO without a reader, for writing.
+        // A socket cannot be opened at all.
         Err(e) if e.raw_os_error() == Some(libc::ENXIO) => return Err(refused(path, "a FIFO or socket")),
         Err(e) if e.raw_os_error() == Some(libc::EISDIR) => return Err(refused(path, "a directory")),
         Err(e) => return Err(e),
@@ -199,7 +197,7 @@ mod tests {
             (fifo.clone(), "FIFO"),
             (sub.clone(), "directory"),
         ] {
-            for access in [Access::Read, Access::Append] {
+            for access in [Access::Read, Access::ReadWriteCreate] {
                 let e = open(&path, access).unwrap_err();
                 let refused = e.get_ref().and_then(|r| r.downcast_ref::<Refused>()).map(|r| r.0.clone());
                 assert!(refused.as_deref().is_some_and(|m| m.contains(what)), "{path:?} {access:?}: {e}");

@@ -1,8 +1,9 @@
-//! The supervisor's control socket protocol: one request line, one `done` line back.
+//! The supervisor's control socket protocol: one request line, then reply lines.
 //!
 //! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
-//! `halt <ms>`   -> stop the task (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it
-//!                  is left alive and the final record is written
+//! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
+//!                  (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it is left alive
+//!                  and the final record is written
 
 use std::io;
 use std::path::Path;
@@ -37,8 +38,23 @@ impl Request {
     }
 }
 
-/// The reply line.
+/// The last reply line.
 pub const DONE: &[u8] = b"done\n";
+
+/// The reply to a halt request, as soon as it is taken.
+pub const ACK: &[u8] = b"ok\n";
+
+/// What the supervisor said.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reply {
+    /// It took the request (`ok`).
+    Taken,
+    /// The task is over (`done`).
+    Done,
+    /// The connection closed without `done`: the supervisor died, or could not keep the
+    /// connection (out of descriptors).
+    Gone,
+}
 
 /// A socket path short enough for `sockaddr_un` (108 bytes). Long paths are reached through
 /// `/proc/self/fd/N/<name>` with N an open handle on the directory, kept alive by the caller.
@@ -84,11 +100,31 @@ pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
 }
 
 impl Pending {
-    /// Wait for the reply. Returns when the supervisor says `done` or goes away (cancel-safe:
-    /// dropping this future only closes the connection).
-    pub async fn finished(mut self) {
+    /// The next reply. Dropping this future may lose a line half read: drop the connection
+    /// with it.
+    pub async fn next(&mut self) -> Reply {
         let mut line = String::new();
-        let _ = self.0.read_line(&mut line).await;
+        loop {
+            line.clear();
+            match self.0.read_line(&mut line).await {
+                Ok(0) | Err(_) => return Reply::Gone,
+                Ok(_) if line.as_bytes() == DONE => return Reply::Done,
+                Ok(_) if line.as_bytes() == ACK => return Reply::Taken,
+                // Something this version does not know: read on.
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Wait for `done`; false if the supervisor went away without saying it.
+    pub async fn finished(mut self) -> bool {
+        loop {
+            match self.next().await {
+                Reply::Done => return true,
+                Reply::Gone => return false,
+                Reply::Taken => {}
+            }
+        }
     }
 }
 

@@ -1,11 +1,15 @@
 //! Reaching a task's processes without its supervisor's help: after the supervisor died (the
 //! task is `lost`), or while it does not answer a halt (an agent stopped it with SIGSTOP, say).
 //!
-//! A task's processes are the members of its supervisor's session, and, while the supervisor
-//! lives, the descendants it adopted (as a subreaper) after they left that session. Every
-//! signal goes through a pidfd opened on a process whose start time was checked, so a pid
-//! reused by another process is never signalled.
+//! While the supervisor lives (checked through a pidfd and its start time), the task's
+//! processes are the members of its session, whose id it keeps from reuse, and the descendants
+//! it adopted as a subreaper after they left that session. Once it is dead the session's id may
+//! have been reused by the time anyone looks, so a process counts only if it is in that session,
+//! started after the supervisor, in the same boot, and carries the task's token in its
+//! environment. Every signal goes through a pidfd whose process was checked after the pidfd
+//! was opened, in one read of its `/proc` entry: a pid reused meanwhile is never signalled.
 
+use std::collections::HashSet;
 use std::os::fd::OwnedFd;
 use std::time::{Duration, Instant};
 
@@ -13,31 +17,46 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
 
-use super::unix::{descendants, is_supervisor, stat_fields, stat_of};
-use crate::task::SupervisorId;
+use super::unix::{descendants, is_supervisor, stat_fields};
+use crate::task::{SupervisorId, Token};
 
 /// This process, as the supervisor it is about to be.
 pub fn own_id() -> Option<SupervisorId> {
     let pid = std::process::id() as i32;
     let sid = nix::unistd::getsid(None).ok()?.as_raw();
-    Some(SupervisorId { pid, sid, start: start_ticks(pid)? })
+    Some(SupervisorId { pid, sid, start: read_proc(pid)?.start, boot: boot_id()? })
 }
 
-/// When `pid` started, in clock ticks since boot (field 22 of `/proc/PID/stat`).
-fn start_ticks(pid: i32) -> Option<u64> {
-    stat_fields(&pid.to_string())?.split(' ').nth(19)?.parse().ok()
+/// The kernel's id of this boot.
+fn boot_id() -> Option<u128> {
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    u128::from_str_radix(&text.trim().replace('-', ""), 16).ok()
 }
 
-/// State and session of `pid`.
-fn state_and_session(pid: i32) -> Option<(char, i32)> {
-    stat_of(pid).map(|(state, _, _, sid)| (state, sid))
+/// What `/proc/PID/stat` says of a process, in one read.
+struct Proc {
+    state: char,
+    sid: i32,
+    /// Clock ticks since boot (field 22).
+    start: u64,
 }
 
-/// A pidfd on `pid` if it is still the process that started at `start`.
-fn pidfd(pid: i32, start: u64) -> Option<OwnedFd> {
+fn read_proc(pid: i32) -> Option<Proc> {
+    let fields = stat_fields(&pid.to_string())?;
+    let f: Vec<&str> = fields.split(' ').collect();
+    Some(Proc { state: f.first()?.chars().next()?, sid: f.get(3)?.parse().ok()?, start: f.get(19)?.parse().ok()? })
+}
+
+/// A pidfd on `pid`, if the process it names passes `check`. Read after the open: if the pid
+/// was reused before it, the start time (which `check` compares) tells.
+fn pidfd_if(pid: i32, check: impl FnOnce(&Proc) -> bool) -> Option<OwnedFd> {
     let fd = pidfd_open(rustix::process::Pid::from_raw(pid)?, PidfdFlags::empty()).ok()?;
-    // Checked after the open: from now on the pidfd names this process and no other.
-    (start_ticks(pid) == Some(start)).then_some(fd)
+    read_proc(pid).filter(|p| check(p)).map(|_| fd)
+}
+
+/// The supervisor itself, if it still lives (a zombie counts: its ids are still held).
+fn supervisor_fd(id: SupervisorId) -> Option<OwnedFd> {
+    pidfd_if(id.pid, |p| p.start == id.start)
 }
 
 /// What was done to a task's processes.
@@ -47,10 +66,13 @@ pub struct Reached {
     pub ended: usize,
     /// Processes the signal was refused for (another user's, after a setuid program).
     pub refused: Vec<i32>,
+    /// Processes in the dead supervisor's session that could not be proven the task's (no
+    /// token in their environment): left alone.
+    pub unproven: Vec<i32>,
 }
 
 impl Reached {
-    /// A clause for a note: "ended 2 process(es) of its session[; 1 could not be (…)]".
+    /// A clause for a note: "ended 2 process(es) of the task[; 1 could not be (…)]".
     pub fn describe(&self) -> String {
         let mut s = format!("ended {} process(es) of the task", self.ended);
         if !self.refused.is_empty() {
@@ -60,59 +82,86 @@ impl Reached {
                 self.refused
             ));
         }
+        if !self.unproven.is_empty() {
+            s.push_str(&format!(
+                "; {} process(es) in its session without the task's token in their environment were left alone \
+                 (pids {:?}): end them if they are the task's",
+                self.unproven.len(),
+                self.unproven
+            ));
+        }
         s
     }
 }
 
 /// Whether the supervisor `id` is alive and stopped (SIGSTOP, or a debugger).
 pub fn is_stopped(id: SupervisorId) -> bool {
-    state_and_session(id.pid).is_some_and(|(state, _)| matches!(state, 'T' | 't'))
-        && start_ticks(id.pid) == Some(id.start)
+    read_proc(id.pid).is_some_and(|p| p.start == id.start && matches!(p.state, 'T' | 't'))
 }
 
-/// The task's processes, with their start times: the members of session `id.sid` and, if the
-/// supervisor lives, its descendants; never the supervisor itself or another task's.
-fn task_processes(id: SupervisorId) -> Vec<(i32, u64)> {
-    let alive = start_ticks(id.pid) == Some(id.start);
-    // The session's id stays taken while any member lives, so a process whose pid is the id
-    // but that is not the leader we knew means the session ended and its id was reused.
-    if id.sid != id.pid && start_ticks(id.sid).is_some() {
-        return Vec::new();
-    }
-    if id.sid == id.pid && !alive && start_ticks(id.sid).is_some() {
-        return Vec::new();
-    }
+/// Whose processes to look for.
+#[derive(Clone, Copy)]
+enum Owner {
+    /// A live supervisor (its pidfd held by the caller).
+    Alive(SupervisorId),
+    /// A dead one, of task `Token`.
+    Dead(SupervisorId, Token),
+}
+
+/// The task's processes as (pid, start time), never the supervisor or another task's.
+fn task_processes(owner: Owner) -> Vec<(i32, u64)> {
+    let (Owner::Alive(id) | Owner::Dead(id, _)) = owner;
     let mut found = Vec::new();
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else { continue };
             if pid != id.pid
-                && state_and_session(pid).is_some_and(|(state, sid)| sid == id.sid && state != 'Z')
+                && let Some(p) = read_proc(pid)
+                && p.sid == id.sid
+                && p.state != 'Z'
                 && !is_supervisor(Pid::from_raw(pid))
-                && let Some(start) = start_ticks(pid)
             {
-                found.push((pid, start));
+                found.push((pid, p.start));
             }
         }
     }
-    if alive {
+    if let Owner::Alive(id) = owner {
         for p in descendants(Pid::from_raw(id.pid)) {
             if !found.iter().any(|&(f, _)| f == p.as_raw())
-                && let Some(start) = start_ticks(p.as_raw())
+                && let Some(proc) = read_proc(p.as_raw())
             {
-                found.push((p.as_raw(), start));
+                found.push((p.as_raw(), proc.start));
             }
         }
     }
     found
 }
 
+/// Whether process `pid`, seen as `p`, is still the one found (same start) and provably the
+/// task's.
+fn still_the_tasks(owner: Owner, pid: i32, found_start: u64, p: &Proc) -> bool {
+    match owner {
+        Owner::Alive(_) => p.start == found_start,
+        Owner::Dead(id, token) => {
+            p.start == found_start && p.sid == id.sid && p.start >= id.start && carries_token(pid, token)
+        }
+    }
+}
+
+/// Whether the environment of `pid` holds `AGENTCTL_TOKEN=<token>`, as every process an agent
+/// starts inherits it.
+fn carries_token(pid: i32, token: Token) -> bool {
+    let want = format!("AGENTCTL_TOKEN={token}");
+    std::fs::read(format!("/proc/{pid}/environ"))
+        .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == want.as_bytes()))
+}
+
 /// Send `signals` to every process of the task; the processes signalled (pid, start time) and
 /// those that refused (pids).
-fn signal_task(id: SupervisorId, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) {
+fn signal_task(owner: Owner, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) {
     let (mut signalled, mut refused) = (Vec::new(), Vec::new());
-    for (pid, start) in task_processes(id) {
-        let Some(fd) = pidfd(pid, start) else { continue };
+    for (pid, start) in task_processes(owner) {
+        let Some(fd) = pidfd_if(pid, |p| still_the_tasks(owner, pid, start, p)) else { continue };
         let mut denied = false;
         for &sig in signals {
             let sig = rustix::process::Signal::from_named_raw(sig as i32).expect("a named signal");
@@ -125,27 +174,36 @@ fn signal_task(id: SupervisorId, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i3
 
 /// SIGKILL every process of the task until none is left (each pass catches what the last one's
 /// victims forked), for at most a second.
-fn kill_task(id: SupervisorId) -> Reached {
+fn kill_task(owner: Owner) -> Reached {
     let give_up = Instant::now() + Duration::from_secs(1);
-    let mut ended = std::collections::HashSet::new();
+    let mut ended = HashSet::new();
     let mut refused = Vec::new();
     loop {
         // Stopped first, so that none can fork while the others are killed.
-        signal_task(id, &[Signal::SIGSTOP]);
-        let (signalled, denied) = signal_task(id, &[Signal::SIGKILL]);
+        signal_task(owner, &[Signal::SIGSTOP]);
+        let (signalled, denied) = signal_task(owner, &[Signal::SIGKILL]);
         refused.extend(denied.into_iter().filter(|p| !refused.contains(p)).collect::<Vec<_>>());
         let before = ended.len();
         ended.extend(signalled);
         if ended.len() == before || Instant::now() >= give_up {
-            return Reached { ended: ended.len(), refused };
+            let unproven = match owner {
+                Owner::Dead(id, _) => task_processes(owner)
+                    .into_iter()
+                    .filter(|p| !ended.contains(p) && p.1 >= id.start && !refused.contains(&p.0))
+                    .map(|(pid, _)| pid)
+                    .collect(),
+                Owner::Alive(_) => Vec::new(),
+            };
+            return Reached { ended: ended.len(), refused, unproven };
         }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// End what is left of a task whose supervisor died.
-pub fn end_lost(id: SupervisorId) -> Reached {
-    kill_task(id)
+/// End what is left of task `token`, whose supervisor `id` died. `None` if the machine
+/// restarted since: nothing of the task can be running, and its numbers mean other things now.
+pub fn end_lost(id: SupervisorId, token: Token) -> Option<Reached> {
+    (boot_id() == Some(id.boot)).then(|| kill_task(Owner::Dead(id, token)))
 }
 
 /// Wake a supervisor that was stopped (SIGCONT); true if it was. Only the supervisor: it
@@ -155,20 +213,37 @@ pub fn resume(id: SupervisorId) -> bool {
     if !is_stopped(id) {
         return false;
     }
-    if let Some(fd) = pidfd(id.pid, id.start) {
+    if let Some(fd) = supervisor_fd(id) {
         let _ = pidfd_send_signal(&fd, rustix::process::Signal::CONT);
     }
     true
 }
 
-/// End a task whose supervisor does not answer: SIGKILL to every process of the task, then to
-/// the supervisor. `None` if the supervisor was already gone.
-pub fn take_over(id: SupervisorId) -> Option<Reached> {
-    let sup = pidfd(id.pid, id.start)?;
-    // Stopped first: it must not record its agent's death at our hands as the agent's own
-    // failure; alive, it keeps the task's ids from being reused while they are killed.
-    let _ = pidfd_send_signal(&sup, rustix::process::Signal::STOP);
-    let reached = kill_task(id);
-    let _ = pidfd_send_signal(&sup, rustix::process::Signal::KILL);
-    Some(reached)
+/// The supervisor `id`, stopped (SIGSTOP) so that it changes nothing until `Stopped::kill_all`
+/// or `Stopped::resume`; `None` if it is already gone.
+pub fn stop(id: SupervisorId) -> Option<Stopped> {
+    let fd = supervisor_fd(id)?;
+    let _ = pidfd_send_signal(&fd, rustix::process::Signal::STOP);
+    Some(Stopped { id, fd })
+}
+
+/// A supervisor a halt has stopped to take over from it.
+pub struct Stopped {
+    id: SupervisorId,
+    fd: OwnedFd,
+}
+
+impl Stopped {
+    /// Let it go on (it had finished the task after all).
+    pub fn resume(self) {
+        let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::CONT);
+    }
+
+    /// SIGKILL every process of the task, then the supervisor. Alive until the end, it keeps
+    /// the task's ids from being reused while they are signalled.
+    pub fn kill_all(self) -> Reached {
+        let reached = kill_task(Owner::Alive(self.id));
+        let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
+        reached
+    }
 }

@@ -2,10 +2,8 @@
 //! the agent's exit, end what it left behind, record the outcome once, exit.
 
 use std::fs::{File, OpenOptions};
-use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
@@ -16,7 +14,8 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
-use super::control::{DONE, Request};
+use super::clients::Clients;
+use super::control::Request;
 use super::launch::{LOCK_FD, report};
 use super::logwatch::LogWatch;
 use super::reach::own_id;
@@ -66,19 +65,12 @@ pub(super) fn serve(store: Store, token: Token) -> ExitCode {
     }
 }
 
-struct Client {
-    stream: UnixStream,
-    buf: Vec<u8>,
-    want: Option<Request>,
-}
-
 struct Supervisor {
     store: Store,
     rec: TaskRecord,
     spec: TaskSpec,
     signals: SignalFd,
-    listener: UnixListener,
-    clients: Vec<Client>,
+    clients: Clients,
     child: Pid,
     deadline: Option<Instant>,
     stop: Option<StopReason>,
@@ -87,11 +79,6 @@ struct Supervisor {
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
     log: LogWatch,
-    /// Descriptors held in reserve (on /dev/null), given up when all others are in use: one to
-    /// take a connection, all of them to record the end.
-    spare: Vec<File>,
-    /// Out of descriptors: when to look at the listener again (until then it is not polled).
-    listen_again: Option<Instant>,
     _lock: OwnedFd,
 }
 
@@ -124,7 +111,7 @@ impl Supervisor {
         let mut rec = store.read_record(token)?;
         let spec = store.read_spec(token)?;
         let socket_path = store.socket_path(token);
-        let listener = match listen(&socket_path) {
+        let clients = match Clients::listen(&socket_path) {
             Ok(l) => l,
             Err(e) => {
                 refuse_start(&store, &mut rec, format!("cannot listen on {}: {e}", socket_path.display()))?;
@@ -164,8 +151,7 @@ impl Supervisor {
             rec,
             spec,
             signals,
-            listener,
-            clients: Vec::new(),
+            clients,
             child,
             deadline,
             stop: None,
@@ -173,8 +159,6 @@ impl Supervisor {
             kill_at: None,
             killed: false,
             log,
-            spare: reserve_descriptors(),
-            listen_again: None,
             _lock: lock,
         }))
     }
@@ -210,10 +194,7 @@ impl Supervisor {
     /// Wait for a signal, a connection, a client's request, log growth or `until`; handle what
     /// came.
     fn poll_once(&mut self, until: Option<Instant>) {
-        if self.listen_again.is_some_and(|t| Instant::now() >= t) {
-            self.listen_again = None;
-        }
-        let until = [until, self.listen_again].into_iter().flatten().min();
+        let until = [until, self.clients.wake_at()].into_iter().flatten().min();
         let behind = self.log.behind;
         let timeout = if behind {
             PollTimeout::ZERO
@@ -224,43 +205,26 @@ impl Supervisor {
                 PollTimeout::from(ms)
             })
         };
+        // The signals, the log's growth (if it can be watched), then the listener and clients.
+        let watched = self.log.changes().is_some();
+        let first_client = if watched { 2 } else { 1 };
         let ready: Vec<bool> = {
-            let mut fds = vec![
-                PollFd::new(self.signals.as_fd(), PollFlags::POLLIN),
-                // Paused: no POLLIN, so an unacceptable connection does not wake us in a loop.
-                PollFd::new(
-                    self.listener.as_fd(),
-                    if self.listen_again.is_some() { PollFlags::empty() } else { PollFlags::POLLIN },
-                ),
-            ];
-            if let Some(changes) = self.log.changes() {
-                fds.push(PollFd::new(changes, PollFlags::POLLIN));
-            }
-            fds.extend(self.clients.iter().map(|c| PollFd::new(c.stream.as_fd(), PollFlags::POLLIN)));
+            let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
+            fds.extend(self.log.changes().map(|c| PollFd::new(c, PollFlags::POLLIN)));
+            fds.extend(self.clients.poll_fds());
             match poll(&mut fds, timeout) {
                 Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
                 Err(_) => vec![false; fds.len()],
             }
         };
-        let first_client = if self.log.changes().is_some() { 3 } else { 2 };
         if ready[0] {
             self.on_signals();
         }
-        if behind || (first_client == 3 && ready[2]) {
+        if behind || (watched && ready[1]) {
             self.log.count_some();
         }
-        // Clients first: `ready` covers only those that were polled.
-        let mut i = ready.len() - first_client;
-        while i > 0 {
-            i -= 1;
-            if ready[first_client + i] && !self.read_client(i) {
-                self.clients.swap_remove(i);
-                // A descriptor came free.
-                self.listen_again = None;
-            }
-        }
-        if ready[1] {
-            self.accept_clients();
+        for grace in self.clients.serve(&ready[first_client..]) {
+            self.begin_stop(StopReason::Halted, grace);
         }
     }
 
@@ -274,71 +238,6 @@ impl Supervisor {
                 }
                 _ => {}
             }
-        }
-    }
-
-    fn accept_clients(&mut self) {
-        loop {
-            match self.listener.accept() {
-                Ok((stream, _)) => {
-                    if stream.set_nonblocking(true).is_ok() {
-                        self.clients.push(Client { stream, buf: Vec::new(), want: None });
-                    }
-                }
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-                    self.at_descriptor_limit();
-                    return;
-                }
-                Err(_) => return,
-            }
-        }
-    }
-
-    /// Out of descriptors, with connections waiting: the listener stays readable, and polling
-    /// it would return at once, forever. Take the waiting connections one by one with a spare
-    /// descriptor, carry out a halt one asks for, close them (their clients come again), and
-    /// leave the listener alone until a client goes or a moment has passed.
-    fn at_descriptor_limit(&mut self) {
-        self.spare.pop();
-        while let Ok((mut stream, _)) = self.listener.accept() {
-            // Its client wrote its request as it connected.
-            let _ = stream.set_read_timeout(Some(Duration::from_millis(20)));
-            let mut buf = [0u8; 64];
-            let n = stream.read(&mut buf).unwrap_or(0);
-            let line = String::from_utf8_lossy(&buf[..n]);
-            if let Some(Request::Halt { grace }) = line.lines().next().and_then(Request::parse) {
-                self.begin_stop(StopReason::Halted, grace);
-            }
-        }
-        self.spare.extend(File::open("/dev/null").ok());
-        self.listen_again = Some(Instant::now() + LISTEN_PAUSE);
-    }
-
-    /// Read from client `i`; false when it should be dropped.
-    fn read_client(&mut self, i: usize) -> bool {
-        let mut chunk = [0u8; 256];
-        let c = &mut self.clients[i];
-        match c.stream.read(&mut chunk) {
-            Ok(0) => return false,
-            Ok(n) => c.buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
-            Err(_) => return false,
-        }
-        if c.want.is_some() || c.buf.len() > 1024 {
-            return c.buf.len() <= 1024;
-        }
-        let Some(end) = c.buf.iter().position(|&b| b == b'\n') else {
-            return true;
-        };
-        let req = Request::parse(&String::from_utf8_lossy(&c.buf[..end]));
-        c.want = req;
-        match req {
-            Some(Request::Halt { grace }) => {
-                self.begin_stop(StopReason::Halted, grace);
-                true
-            }
-            Some(Request::Wait) => true,
-            None => false,
         }
     }
 
@@ -405,13 +304,13 @@ impl Supervisor {
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
         // Recording the end takes a few descriptors, which a supervisor at its limit would not have.
-        self.spare.clear();
+        self.clients.release_spares();
         // Counted and summarized from the file the agent wrote, whatever became of its name.
         let log = self.log.finish();
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log)) {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
-        self.answer(|want| want == Some(Request::Wait));
+        self.clients.answer(|want| want == Some(Request::Wait));
         self.end_leftovers();
         let _ = waitpid(self.child, None);
         while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
@@ -420,7 +319,7 @@ impl Supervisor {
             }
         }
         let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
-        self.answer(|_| true);
+        self.clients.answer(|_| true);
     }
 
     /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and
@@ -441,31 +340,10 @@ impl Supervisor {
                 self.kill_all();
             }
             self.poll_once(Some(if self.killed { Instant::now() + Duration::from_millis(20) } else { kill_at }));
-            self.answer(|want| want == Some(Request::Wait));
+            self.clients.answer(|want| want == Some(Request::Wait));
         }
     }
-
-    /// Send `done` to (and drop) the clients whose request matches.
-    fn answer(&mut self, matches: impl Fn(Option<Request>) -> bool) {
-        self.clients.retain_mut(|c| {
-            if matches(c.want) {
-                let _ = c.stream.set_nonblocking(false);
-                let _ = c.stream.write_all(DONE);
-                false
-            } else {
-                true
-            }
-        });
-    }
 }
-
-/// Descriptors kept in reserve: as many as recording the end holds open at once, and more.
-fn reserve_descriptors() -> Vec<File> {
-    (0..4).filter_map(|_| File::open("/dev/null").ok()).collect()
-}
-
-/// How long the listener is left alone while the supervisor is out of descriptors.
-const LISTEN_PAUSE: Duration = Duration::from_millis(250);
 
 /// Record that the agent could not be started, then tell the launcher why (the record is
 /// final by the time the launcher returns).
@@ -481,13 +359,6 @@ fn reap_others(agent: Pid) {
     for pid in own_children().into_iter().filter(|&p| p != agent) {
         let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
     }
-}
-
-fn listen(path: &Path) -> std::io::Result<UnixListener> {
-    let addr = super::control::socket_addr(path)?;
-    let listener = UnixListener::bind(&addr.path)?;
-    listener.set_nonblocking(true)?;
-    Ok(listener)
 }
 
 /// Take the descriptor limit up to its hard maximum: each waiting client holds one descriptor,

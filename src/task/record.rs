@@ -57,19 +57,23 @@ pub struct SupervisorId {
     /// When the process started (clock ticks since boot): a pid reused by another process has
     /// another start time.
     pub start: u64,
+    /// The boot it ran in (the kernel's boot id): after a restart none of its numbers mean
+    /// anything.
+    pub boot: u128,
 }
 
 impl SupervisorId {
-    /// One line of text: `PID SID START`.
+    /// One line of text: `PID SID START BOOT` (the boot id in hex).
     pub fn to_line(self) -> String {
-        format!("{} {} {}\n", self.pid, self.sid, self.start)
+        format!("{} {} {} {:032x}\n", self.pid, self.sid, self.start, self.boot)
     }
 
     /// Parse `to_line`'s text; `None` for anything else (an empty lock file, say).
     pub fn parse(text: &str) -> Option<SupervisorId> {
         let mut f = text.split_whitespace();
         let (pid, sid, start) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.parse().ok()?);
-        (f.next().is_none() && pid > 1 && sid > 1).then_some(SupervisorId { pid, sid, start })
+        let boot = u128::from_str_radix(f.next()?, 16).ok()?;
+        (f.next().is_none() && pid > 1 && sid > 1).then_some(SupervisorId { pid, sid, start, boot })
     }
 }
 
@@ -132,9 +136,9 @@ mod tests {
 
     #[test]
     fn supervisor_ids_round_trip_and_junk_is_refused() {
-        let id = SupervisorId { pid: 42, sid: 41, start: 123_456 };
+        let id = SupervisorId { pid: 42, sid: 41, start: 123_456, boot: 0x5e1f_0000_0000_0000_0000_0000_0000_0001 };
         assert_eq!(SupervisorId::parse(&id.to_line()), Some(id));
-        for junk in ["", "1 2 3", "42 41", "42 41 x", "42 41 1 9", "-5 41 1"] {
+        for junk in ["", "1 2 3", "42 41 1", "42 41 x 0", "42 41 1 zz", "42 41 1 0 9", "-5 41 1 0"] {
             assert_eq!(SupervisorId::parse(junk), None, "{junk:?}");
         }
     }

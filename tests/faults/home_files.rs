@@ -201,3 +201,23 @@ fn a_read_only_home_can_be_read() {
     drop(ro);
     h.run(&["halt", &running, "--grace", "0.1s"], 0);
 }
+
+#[test]
+fn a_tail_page_cut_by_its_size_says_where_it_starts_and_goes_on() {
+    let h = Home::new();
+    // 100 lines of 1000 characters: a 64 KiB page holds fewer than the 100 asked for.
+    let script = "i=1; while [ $i -le 100 ]; do printf 'line %03d %0990d\\n' $i 0; i=$((i + 1)); done";
+    let v = h.run(&["--json", "run", "--", "sh", "-c", script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let mut mcp = RawMcp::start(&h, &[]);
+    let page = mcp.call("logs", json!({"token": token, "tail_lines": 100}));
+    let s = &page["structuredContent"];
+    assert_eq!(s["truncated"], true, "{s}");
+    assert_eq!(s["offset"], 0, "the page starts 100 lines before the end: {s}");
+    let returned = s["lines"].as_array().unwrap().len() as u64;
+    assert!(s["lines"][0].as_str().unwrap().starts_with("line 001"), "{s}");
+    assert_eq!(s["next_offset"].as_u64(), Some(returned), "{s}");
+    let next = mcp.call("logs", json!({"token": token, "offset": returned, "limit": 100}));
+    let first = next["structuredContent"]["lines"][0].as_str().unwrap().to_owned();
+    assert!(first.starts_with(&format!("line {:03}", returned + 1)), "{first:.20}");
+}

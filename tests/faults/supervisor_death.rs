@@ -183,3 +183,43 @@ fn an_agent_that_kills_its_supervisor_at_once_leaves_nothing_running_and_the_not
     let note = v["note"].as_str().unwrap();
     assert!(note.contains("the supervisor died") && !note.contains("before it started the agent"), "{note}");
 }
+
+#[test]
+fn after_a_supervisor_died_only_processes_proven_the_tasks_are_ended() {
+    let h = Home::new();
+    // Both children stay in the task's session; one runs with an empty environment, so it
+    // cannot be told from a process of a session that reused the id.
+    let (_, pids, st) =
+        kill_the_supervisor_of(&h, "sleep 1000 & a=$!; env -i /bin/sleep 1000 & echo $a $! > $PF; wait");
+    let (with_token, without) = (pids[0], pids[1]);
+    assert_eq!(st["status"], "lost", "{st}");
+    let note = st["note"].as_str().unwrap();
+    assert!(note.contains("without the task's token") && note.contains(&without.to_string()), "{note}");
+    wait_until(Duration::from_secs(10), "the task's child to end", || !alive(with_token));
+    assert!(alive(without), "a process not proven the task's was ended");
+    sigkill(without);
+}
+
+#[test]
+fn a_supervisor_from_an_earlier_boot_ends_nothing() {
+    let h = Home::new();
+    let pf = h.path().join("pids");
+    let script = format!("sleep 1000 & echo $! > '{}'; wait", pf.display());
+    let token =
+        h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json()["token"].as_str().unwrap().to_owned();
+    let child = read_pids(&pf)[0];
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    sigkill(sup);
+    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    // As if the machine had restarted since: the lock names another boot.
+    let lock = h.path().join("tasks").join(&token).join("lock");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let mut fields: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
+    fields[3] = "0123456789abcdef0123456789abcdef".into();
+    std::fs::write(&lock, fields.join(" ") + "\n").unwrap();
+    let st = h.status(&token);
+    assert_eq!(st["status"], "lost", "{st}");
+    assert!(st["note"].as_str().unwrap().contains("before the machine restarted"), "{st}");
+    assert!(alive(child), "a process was ended on the word of another boot");
+    sigkill(child);
+}

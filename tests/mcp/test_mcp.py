@@ -123,7 +123,7 @@ async def test_progress_arrives_and_cancelling_stops_waiting_but_not_the_task(ho
                 await c.call_tool("await", {"token": token, "timeout_secs": 60}, progress_callback=on_progress)
             finally:
                 t_cancel = time.monotonic()
-        assert time.monotonic() - t_cancel < 1, "cancelling did not return control at once"
+        assert time.monotonic() - t_cancel < 5, "cancelling did not return control at once"  # a hang guard
         assert len(progress) >= 1, progress
         assert progress[0][0] > 0 and "line(s) of output" in progress[0][1]
         # The server dropped its wait on the supervisor; the task goes on.

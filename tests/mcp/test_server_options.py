@@ -94,6 +94,14 @@ async def test_max_wait_caps_and_defaults_every_wait_and_says_so(home):
         assert w.structured_content["timed_out"] is True and w.structured_content["note"] is None
         await c.call_tool("halt", {"token": token, "grace_secs": 0.1})
 
+        # A halt blocks for its grace period: capped the same way.
+        r = await c.call_tool("run", {"command": ["sh", "-c", "trap '' TERM; sleep 60"], "async": True})
+        t0 = time.monotonic()
+        h = await c.call_tool("halt", {"token": r.structured_content["token"], "grace_secs": 120})
+        assert 1 <= time.monotonic() - t0 < 30
+        assert not h.is_error and h.structured_content["status"] == "cancelled"
+        assert "grace_secs 120" in h.structured_content["note"], h.structured_content
+
 
 @pytest.mark.parametrize("flags,cap", [((), "55 s"), (("--max-wait", "20s"), "20 s")])
 async def test_descriptions_and_instructions_state_the_real_cap(home, flags, cap):
