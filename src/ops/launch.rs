@@ -117,7 +117,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
         env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
         let preview = match &req.what {
             What::Ask { question, .. } => one_line_preview(question, 80),
-            What::Run { argv } => one_line_preview(&argv.join(" "), 80),
+            What::Run { argv } => one_line_preview(&shell_words(argv), 80),
         };
         write_private(&store.log_path(&req.role, token), b"")?;
         let spec = TaskSpec {
@@ -191,6 +191,16 @@ fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
     path_var.split(':').map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program)).find(|p| executable(p))
 }
 
+/// `argv` as a shell would need it typed: an argument with spaces or shell characters in single
+/// quotes, so that `["echo", "> hi"]` does not read as a redirect.
+fn shell_words(argv: &[String]) -> String {
+    let plain = |a: &str| !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
+    argv.iter()
+        .map(|a| if plain(a) { a.clone() } else { format!("'{}'", a.replace('\'', r"'\''")) })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     std::fs::OpenOptions::new()
@@ -205,6 +215,15 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn commands_are_shown_as_they_would_be_typed() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(shell_words(&argv(&["echo", "> hi"])), "echo '> hi'");
+        assert_eq!(shell_words(&argv(&["make", "-j4", "test"])), "make -j4 test");
+        assert_eq!(shell_words(&argv(&["sh", "-c", "it's"])), r"sh -c 'it'\''s'");
+        assert_eq!(shell_words(&argv(&["x", ""])), "x ''");
+    }
 
     #[test]
     fn finds_programs_like_execvp() {

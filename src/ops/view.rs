@@ -21,7 +21,8 @@ pub struct TaskView {
     pub status: Status,
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
-    /// The final summary; while running, a one-line progress report.
+    /// The final summary; while running, a one-line progress report. Absent in listings (`list`):
+    /// await the task for it.
     pub summary: Option<String>,
     pub line_count: u64,
     pub timed_out: bool,
