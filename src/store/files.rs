@@ -9,7 +9,6 @@
 use std::fmt;
 use std::fs::File;
 use std::io::{self, ErrorKind, Read};
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 
@@ -83,15 +82,7 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
         };
         return Err(refused(path, what));
     }
-    // Back to blocking, which regular files ignore anyway, so that an agent handed this
-    // descriptor as its output sees an ordinary file.
-    // SAFETY: fcntl on a descriptor we own.
-    unsafe {
-        let fl = libc::fcntl(file.as_raw_fd(), libc::F_GETFL);
-        if fl != -1 {
-            libc::fcntl(file.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
-        }
-    }
+    // O_NONBLOCK stays: regular files ignore it (an agent's output is opened anew, without it).
     Ok(file)
 }
 

@@ -28,6 +28,13 @@ pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
 /// plain directories). Whether it exists yet is the second value.
 pub(super) fn locate_home(home: &Path) -> Result<(PathBuf, bool)> {
     let pick = "pick a directory of your own with --home or AGENTCTL_HOME";
+    // Most of the time it is there: one call.
+    if let Ok(real) = home.canonicalize() {
+        if !real.is_dir() {
+            return Err(Error::Usage(format!("home {} exists and is not a directory; {pick}", home.display())));
+        }
+        return Ok((real, true));
+    }
     let absolute = std::path::absolute(home).ctx(|| format!("cannot resolve home {}", home.display()))?;
     // Resolve part by part while the parts exist (symlinks and `..` as the system sees them),
     // then lexically: what does not exist yet will be created as written.
