@@ -133,8 +133,10 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
         }
     };
     tokio::pin!(wake);
+    let at_work = || taken.load(Ordering::Relaxed) && !store.supervisor_id(token).is_some_and(reach::is_stopped);
+    let give_up = || started + grace + if at_work() { PATIENCE } else { TAKE_OVER_AFTER };
     let mut took_over = false;
-    loop {
+    let rec = loop {
         let asked = async {
             if let Ok(Some(mut pending)) = control::send(&store.socket_path(token), Request::Halt { grace }).await {
                 loop {
@@ -148,24 +150,20 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
             // Not listening yet (starting), any more (ending), or out of descriptors.
             sleep(SETTLE).await;
         };
-        let at_work = || taken.load(Ordering::Relaxed) && !store.supervisor_id(token).is_some_and(reach::is_stopped);
-        let give_up = started + grace + if at_work() { PATIENCE } else { TAKE_OVER_AFTER };
         tokio::select! {
             () = asked => {}
             () = &mut wake => {}
-            () = tokio::time::sleep_until(give_up) => {
-                // Looked at again when the time comes: the supervisor may have taken it since.
-                if Instant::now() >= started + grace + if at_work() { PATIENCE } else { TAKE_OVER_AFTER } {
-                    took_over = take_over(store, token).await?;
-                    break;
-                }
+            // Looked at again when the time comes: the supervisor may have taken it since.
+            () = tokio::time::sleep_until(give_up()) => if Instant::now() >= give_up() {
+                took_over = take_over(store, token).await?;
+                break refresh(store, token)?;
             }
         }
-        if refresh(store, token)?.status().is_final() {
-            break;
+        let rec = refresh(store, token)?;
+        if rec.status().is_final() {
+            break rec;
         }
-    }
-    let rec = refresh(store, token)?;
+    };
     match rec.status() {
         Status::Cancelled => {}
         // Whoever recorded it, the halt ended the task.
@@ -177,9 +175,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
     }
     let mut v = TaskView::of(store, &rec, true)?;
     if purge {
-        for path in [&v.log_path, &v.summary_path, &store.question_path(&rec.role, token)] {
-            let _ = std::fs::remove_file(path);
-        }
+        store.remove_history(&rec.role, token)?;
         v.note = Some(format!("{}log and summary removed (--purge)", v.note.map(|n| n + "; ").unwrap_or_default()));
     }
     Ok(v)
@@ -204,14 +200,10 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
         .map_err(|e| Error::Internal(format!("cannot end task {token}: {e}")))?;
     // The supervisor lets go of the lock as it dies.
     let lock_path = store.lock_path(token);
-    let give_up = Instant::now() + Duration::from_secs(2);
-    let _lock = loop {
-        match FileLock::try_take(&lock_path)? {
-            Some(lock) => break lock,
-            None if Instant::now() < give_up => sleep(Duration::from_millis(5)).await,
-            None => return Err(Error::HaltTimedOut { token }),
-        }
-    };
+    let lock = tokio::task::spawn_blocking(move || FileLock::take_within(&lock_path, Duration::from_secs(2)))
+        .await
+        .map_err(|e| Error::Internal(format!("cannot end task {token}: {e}")))??;
+    let Some(_lock) = lock else { return Err(Error::HaltTimedOut { token }) };
     let mut rec = store.read_record(token)?;
     if !rec.status().is_final() {
         let note = format!(

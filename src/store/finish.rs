@@ -56,7 +56,7 @@ impl Store {
         let mut notes: Vec<String> = note.into_iter().collect();
         let read = match log {
             Some((lines, file)) => logfile::summary_of(file, Some(lines)),
-            None => logfile::summary_and_lines(&self.log_path(&rec.role, t), None),
+            None => logfile::summary_and_lines(&self.log_path(&rec.role, t)),
         };
         let (summary, line_count) = read.unwrap_or_else(|e| {
             notes.push(format!("cannot read the log: {}", files::describe(&e)));
@@ -136,7 +136,7 @@ impl Store {
                 // Its role is unknown: look for its files under every role.
                 let roles = fs::read_dir(self.home().join("subagents")).into_iter().flatten().flatten();
                 for role in roles.filter_map(|e| e.file_name().to_str().and_then(|r| Role::parse(r).ok())) {
-                    self.remove_history(&role, t);
+                    self.remove_history(&role, t)?;
                 }
                 fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))?;
             }
@@ -147,32 +147,27 @@ impl Store {
 
     /// Remove what a task that was never started left (its launcher failed to prepare it).
     pub fn discard_task(&self, role: &Role, t: Token) {
-        self.remove_history(role, t);
+        let _ = self.remove_history(role, t);
         let _ = fs::remove_dir_all(self.task_dir(t));
     }
 
-    /// Remove the log, summary and question file of `t` under `role`, if there are any.
-    fn remove_history(&self, role: &Role, t: Token) {
+    /// Remove the log, summary and question file of `t` under `role`, those there are.
+    pub fn remove_history(&self, role: &Role, t: Token) -> Result<()> {
         for path in [self.log_path(role, t), self.summary_path(role, t), self.question_path(role, t)] {
-            let _ = fs::remove_file(path);
-        }
-    }
-
-    /// Remove everything a finished task left: log, summary, question file, record. The caller
-    /// has checked it is finished and holds its lock.
-    pub fn remove_task(&self, rec: &TaskRecord) -> Result<()> {
-        self.clean_strays(rec);
-        for path in [
-            self.log_path(&rec.role, rec.token),
-            self.summary_path(&rec.role, rec.token),
-            self.question_path(&rec.role, rec.token),
-        ] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
                 Err(e) => return Err(e).ctx(|| format!("cannot remove {}", path.display())),
             }
         }
+        Ok(())
+    }
+
+    /// Remove everything a finished task left: log, summary, question file, record. The caller
+    /// has checked it is finished and holds its lock.
+    pub fn remove_task(&self, rec: &TaskRecord) -> Result<()> {
+        self.clean_strays(rec);
+        self.remove_history(&rec.role, rec.token)?;
         let dir = self.task_dir(rec.token);
         fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))
     }

@@ -23,17 +23,16 @@ pub fn resolve_home(flag: Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
+/// What to do about a home that cannot be one.
+const PICK: &str = "pick a directory of your own with --home or AGENTCTL_HOME";
+
 /// Where the home is, as a path without symlinks, without creating anything: the canonical
 /// form of its longest existing ancestor with the rest appended (the rest will be created as
 /// plain directories). Whether it exists yet is the second value.
 pub(super) fn locate_home(home: &Path) -> Result<(PathBuf, bool)> {
-    let pick = "pick a directory of your own with --home or AGENTCTL_HOME";
     // Most of the time it is there: one call.
     if let Ok(real) = home.canonicalize() {
-        if !real.is_dir() {
-            return Err(Error::Usage(format!("home {} exists and is not a directory; {pick}", home.display())));
-        }
-        return Ok((real, true));
+        return if real.is_dir() { Ok((real, true)) } else { Err(not_a_directory(home)) };
     }
     let absolute = std::path::absolute(home).ctx(|| format!("cannot resolve home {}", home.display()))?;
     // Resolve part by part while the parts exist (symlinks and `..` as the system sees them),
@@ -57,13 +56,13 @@ pub(super) fn locate_home(home: &Path) -> Result<(PathBuf, bool)> {
                         Err(e) if e.kind() == ErrorKind::NotFound => found = false,
                         Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
                             return Err(Error::Usage(format!(
-                                "cannot create home {}: {} is not a directory; {pick}",
+                                "cannot create home {}: {} is not a directory; {PICK}",
                                 home.display(),
                                 planned.display()
                             )));
                         }
                         Err(e) => {
-                            return Err(Error::Usage(format!("cannot reach home {}: {e}; {pick}", home.display())));
+                            return Err(Error::Usage(format!("cannot reach home {}: {e}; {PICK}", home.display())));
                         }
                     }
                 }
@@ -76,9 +75,13 @@ pub(super) fn locate_home(home: &Path) -> Result<(PathBuf, bool)> {
         (planned, found) = (real, true);
     }
     if found && !planned.is_dir() {
-        return Err(Error::Usage(format!("home {} exists and is not a directory; {pick}", home.display())));
+        return Err(not_a_directory(home));
     }
     Ok((planned, found))
+}
+
+fn not_a_directory(home: &Path) -> Error {
+    Error::Usage(format!("home {} exists and is not a directory; {PICK}", home.display()))
 }
 
 /// Check an existing home: it must belong to this user; wider permissions than 0700 are
@@ -109,12 +112,11 @@ pub(super) fn check_home(home: &Path) -> Result<()> {
 
 /// Create the (located) home and check it.
 pub(super) fn create_home(home: &Path) -> Result<()> {
-    DirBuilder::new().recursive(true).mode(0o700).create(home).map_err(|e| {
-        Error::Usage(format!(
-            "cannot create home {}: {e}; pick a directory of your own with --home or AGENTCTL_HOME",
-            home.display()
-        ))
-    })?;
+    DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home)
+        .map_err(|e| Error::Usage(format!("cannot create home {}: {e}; {PICK}", home.display())))?;
     check_home(home)
 }
 

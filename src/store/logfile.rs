@@ -134,9 +134,9 @@ pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
 
 /// The summary of the log at `path`, and its line count unless `known` (empty if it does not
 /// exist).
-pub fn summary_and_lines(path: &Path, known: Option<u64>) -> io::Result<(String, u64)> {
+pub fn summary_and_lines(path: &Path) -> io::Result<(String, u64)> {
     match files::open(path, Access::Read) {
-        Ok(f) => summary_of(&f, known),
+        Ok(f) => summary_of(&f, None),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
         Err(e) => Err(e),
     }
