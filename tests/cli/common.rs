@@ -119,9 +119,17 @@ impl Home {
     /// `run --async -- fake-agent ARGS…` and return the token.
     pub fn start(&self, agent_args: &[&str]) -> String {
         let fake = fake_agent();
-        let mut args = vec!["--json", "run", "--async", "--", &fake];
-        args.extend_from_slice(agent_args);
-        let v = self.run(&args, 0).json();
+        self.start_argv(&[&[fake.as_str()], agent_args].concat())
+    }
+
+    /// `run --async -- sh -c SCRIPT` and return the token.
+    #[allow(dead_code, reason = "used by the fault suite only")]
+    pub fn start_script(&self, script: &str) -> String {
+        self.start_argv(&["sh", "-c", script])
+    }
+
+    fn start_argv(&self, argv: &[&str]) -> String {
+        let v = self.run(&[&["--json", "run", "--async", "--"], argv].concat(), 0).json();
         assert_eq!(v["status"], "running", "{v}");
         v["token"].as_str().unwrap().to_owned()
     }

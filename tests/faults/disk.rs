@@ -1,34 +1,13 @@
 //! 8. A full disk; the home's permissions and ownership; symlinks planted in the home.
 
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
 use crate::common::{Home, fake_agent};
-
-/// A 2 MiB tmpfs, unmounted when dropped.
-struct TinyDisk(PathBuf);
-
-impl TinyDisk {
-    fn mount(at: &Path) -> TinyDisk {
-        crate::needs_root("it mounts a 2 MiB tmpfs");
-        std::fs::create_dir_all(at).unwrap();
-        let ok = Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs"]).arg(at).status();
-        assert!(ok.is_ok_and(|s| s.success()), "mounting a tmpfs needs root (as on the CI machine)");
-        TinyDisk(at.to_owned())
-    }
-}
-
-impl Drop for TinyDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
+use crate::mounts::Mount;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 #[test]
 fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
     let h = Home::under("tiny");
-    let _disk = TinyDisk::mount(h.path());
+    let _disk = Mount::tiny_tmpfs(h.path());
     let v = h.run(&["--json", "run", "--sync", "--", &fake_agent(), "flood", "300000"], 1).json();
     assert_eq!(v["status"], "failed", "{v}");
     let note = v["note"].as_str().unwrap_or_default();
@@ -81,7 +60,7 @@ fn a_symlink_planted_in_the_home_does_not_redirect_writes() {
 #[test]
 fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
     let h = Home::under("tiny");
-    let _disk = TinyDisk::mount(h.path());
+    let _disk = Mount::tiny_tmpfs(h.path());
     h.init();
     // Fill the disk to the last byte.
     let mut filler = std::fs::File::create(h.path().join("filler")).unwrap();

@@ -4,12 +4,12 @@
 
 use std::os::unix::fs::symlink;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::Duration;
 
 use serde_json::json;
 
 use crate::common::{Home, fake_agent, wait_until};
+use crate::mounts::Mount;
 use crate::raw_mcp::RawMcp;
 
 const HANG: Duration = Duration::from_secs(20);
@@ -119,8 +119,7 @@ fn a_log_cut_short_in_place_is_counted_right_and_paged_to_its_end() {
         "for i in $(seq 200); do echo line $i; done; while [ ! -e '{}' ]; do sleep 0.05; done; echo '> after the cut'",
         gate.display()
     );
-    let token =
-        h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json()["token"].as_str().unwrap().to_owned();
+    let token = h.start_script(&script);
     wait_until(HANG, "200 lines", || h.status(&token)["line_count"] == 200);
     let log = log_of(&h, &token);
     // logrotate's copytruncate: the file is cut to nothing while the agent goes on appending.
@@ -153,27 +152,6 @@ fn a_log_deleted_while_the_task_runs_still_gives_the_summary() {
     assert_eq!(v["line_count"], 4, "{v}");
 }
 
-/// A read-only view of `dir`, unmounted when dropped.
-struct ReadOnly(PathBuf);
-
-impl ReadOnly {
-    fn bind(dir: &Path, at: &Path) -> ReadOnly {
-        crate::needs_root("it bind-mounts the home read-only");
-        std::fs::create_dir_all(at).unwrap();
-        let run = |args: &[&str]| Command::new("mount").args(args).status().is_ok_and(|s| s.success());
-        let (d, a) = (dir.to_str().unwrap(), at.to_str().unwrap());
-        assert!(run(&["--bind", d, a]), "a read-only bind mount needs root (as on the CI machine)");
-        assert!(run(&["-o", "remount,bind,ro", a]));
-        ReadOnly(at.to_owned())
-    }
-}
-
-impl Drop for ReadOnly {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn a_read_only_home_can_be_read() {
     let h = Home::under("home");
@@ -186,7 +164,7 @@ fn a_read_only_home_can_be_read() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
     wait_until(HANG, "the supervisor to die", || !crate::common::alive(sup));
 
-    let ro = ReadOnly::bind(h.path(), &h.path().parent().unwrap().join("ro"));
+    let ro = Mount::read_only(h.path(), &h.path().parent().unwrap().join("ro"));
     let list = h.run_at(&ro.0, HANG, &["--json", "list"], 0).json();
     let statuses: Vec<_> = list["tasks"].as_array().unwrap().iter().map(|t| t["status"].as_str().unwrap()).collect();
     assert_eq!(statuses.len(), 3, "{list}");

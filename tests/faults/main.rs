@@ -23,6 +23,7 @@ mod launchers;
 mod long_lines;
 mod mcp_protocol;
 mod mcp_transcript;
+mod mounts;
 mod processes;
 mod raw_mcp;
 mod summary_props;

@@ -124,8 +124,7 @@ fn kill_the_supervisor_of(h: &Home, script: &str) -> (String, Vec<i64>, serde_js
     std::fs::set_permissions(shared.path(), std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let pf = shared.path().join("pids");
     let script = script.replace("$PF", pf.to_str().unwrap());
-    let v = h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json();
-    let token = v["token"].as_str().unwrap().to_owned();
+    let token = h.start_script(&script);
     let pids = read_pids(&pf);
     let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
     sigkill(sup);
@@ -205,8 +204,7 @@ fn a_supervisor_from_an_earlier_boot_ends_nothing() {
     let h = Home::new();
     let pf = h.path().join("pids");
     let script = format!("sleep 1000 & echo $! > '{}'; wait", pf.display());
-    let token =
-        h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json()["token"].as_str().unwrap().to_owned();
+    let token = h.start_script(&script);
     let child = read_pids(&pf)[0];
     let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
     sigkill(sup);

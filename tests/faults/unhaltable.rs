@@ -25,8 +25,7 @@ fn state(pid: i64) -> Option<char> {
 fn start(h: &Home, script: &str) -> (String, i64, std::path::PathBuf) {
     let pf = h.path().join("pids");
     let script = script.replace("$PF", pf.to_str().unwrap());
-    let v = h.run(&["--json", "run", "--async", "--", "sh", "-c", &script], 0).json();
-    let token = v["token"].as_str().unwrap().to_owned();
+    let token = h.start_script(&script);
     let sup = supervisor_of(h, &token);
     (token, sup, pf)
 }
