@@ -132,6 +132,12 @@ pub struct ListArgs {
     /// Only tasks of this role
     #[arg(long)]
     pub role: Option<String>,
+    /// Only the N newest matching tasks
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    /// Skip the N newest matching tasks (with --limit: the next page)
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub offset: usize,
 }
 
 #[derive(Debug, Args)]

@@ -90,7 +90,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         Command::List(l) => {
             let status = l.status.as_deref().map(Status::parse_filter).transpose()?;
             let role = l.role.as_deref().map(Role::parse).transpose()?;
-            out.list(&ops::list(&Store::existing(&home)?, &ListFilter { status, role })?);
+            let filter = ListFilter { status, role, offset: l.offset, limit: l.limit, before: None };
+            let mut listing = ops::list(&Store::existing(&home)?, &filter)?;
+            // Printed oldest first, the newest last, as a log reads.
+            listing.tasks.reverse();
+            out.list(&listing.tasks, listing.more.then(|| l.offset + listing.tasks.len()));
             Ok(ExitCode::SUCCESS)
         }
         Command::Logs(l) => {
@@ -122,12 +126,24 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let limit = duration_or(w.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
             let session = ops::session_of(w.session.as_deref())?;
             // A lead may wait before its first task starts: the home is made here.
-            let event = ops::wait_event(&Store::open(&home)?, Some(&session), &kinds, limit).await?;
-            Ok(out.event(&event))
+            let store = Store::open(&home)?;
+            let holder = ops::Holder::new(0);
+            let event = ops::wait_event(&store, Some(&session), &kinds, limit, &holder).await?;
+            // Delivered once printed; if it cannot be, the next waiter gets it.
+            match out.event(&event) {
+                Ok(code) => {
+                    ops::delivered(&store, &holder, None)?;
+                    Ok(code)
+                }
+                Err(e) => {
+                    ops::undelivered(&store, &holder)?;
+                    Err(e).ctx(|| "cannot write the event to stdout".into())
+                }
+            }
         }
         Command::Notify(n) => {
             let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &n.message)?;
-            out.event(&event);
+            let _ = out.event(&event);
             Ok(ExitCode::SUCCESS)
         }
         Command::Events(e) => {
@@ -138,7 +154,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             if e.follow {
                 ops::follow_events(&store, e.session.as_deref(), |ev| out.logged_event(ev)).await?;
             } else {
-                out.events(&ops::read_events(&store, e.session.as_deref())?);
+                out.events(&ops::read_events(&store, e.session.as_deref(), 0, None)?);
             }
             Ok(ExitCode::SUCCESS)
         }

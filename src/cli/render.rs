@@ -66,10 +66,14 @@ impl Out {
     }
 
     /// Print a listing.
-    pub fn list(&self, views: &[TaskView]) {
+    /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one.
+    pub fn list(&self, views: &[TaskView], next: Option<usize>) {
         if self.json {
-            print_json(&json!({ "tasks": views, "count": views.len() }));
+            print_json(&json!({ "tasks": views, "count": views.len(), "next_offset": next }));
             return;
+        }
+        if let Some(n) = next {
+            eprintln!("agentctl: older tasks match too; `agentctl list --offset {n}` shows the next page");
         }
         let mut w = io::stdout().lock();
         if views.is_empty() {
@@ -97,13 +101,15 @@ impl Out {
     }
 
     /// Print an event a wait returned (or a notify posted); a `timeout` exits 124.
-    pub fn event(&self, e: &Event) -> ExitCode {
+    pub fn event(&self, e: &Event) -> io::Result<ExitCode> {
+        let mut w = io::stdout().lock();
         if self.json {
-            print_json(&serde_json::to_value(e).unwrap_or_default());
+            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
         } else {
-            let _ = writeln!(io::stdout().lock(), "{}", e.describe());
+            writeln!(w, "{}", e.describe())?;
         }
-        ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 })
+        w.flush()?;
+        Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))
     }
 
     /// Print one event of a followed log (one JSON object per line with --json).

@@ -14,7 +14,7 @@ use super::result;
 use super::server::{AgentctlServer, answer};
 use crate::error::Error;
 use crate::ops;
-use crate::task::Event;
+use crate::task::{Event, EventKind};
 
 /// `wait_for_event`'s structured result: the event, and a note when the wait asked for was
 /// longer than this server waits.
@@ -46,11 +46,27 @@ impl AgentctlServer {
                 let kinds = p.kinds()?;
                 let max = self.options.max_wait;
                 let limit = max.cap("timeout_secs", p.timeout_secs, max.0)?;
+                let session = ops::session_of(Some(p.session.as_deref().unwrap_or(&self.conn.session)))?;
+                // A new wait shows that the answers of this connection's earlier ones arrived.
+                ops::delivered(&self.store, &self.conn.holder, None)?;
+                let mut superseded = self.conn.supersede(format!("{session} {kinds:?}"));
                 let started = tokio::time::Instant::now();
                 let progress = || format!("waiting for an event for {:.0}s", started.elapsed().as_secs_f64());
-                let wait = ops::wait_event(&self.store, p.session.as_deref(), &kinds, limit.wait);
+                let wait = async {
+                    tokio::select! {
+                        e = ops::wait_event(&self.store, Some(&session), &kinds, limit.wait, &self.conn.holder) => e.map(Some),
+                        _ = superseded.changed() => Ok(None),
+                    }
+                };
                 let cancelled = || Err(Error::Usage("the wait was cancelled; the session's events stay queued".into()));
-                let event = self.watch(wait, &ctx, progress).await.unwrap_or_else(cancelled)?;
+                let Some(event) = self.watch(wait, &ctx, progress).await.unwrap_or_else(cancelled)? else {
+                    let note = "a newer wait_for_event of this connection took over this one";
+                    return Ok(result::structured(
+                        &EventAnswer { event: Event::new(EventKind::Timeout, &session), note: Some(note.into()) },
+                        note.into(),
+                        false,
+                    ));
+                };
                 let mut text = event.describe();
                 if let Some(note) = &limit.note {
                     text.push_str(&format!("\nnote: {note}"));
@@ -69,7 +85,7 @@ impl AgentctlServer {
     )]
     async fn notify(&self, Parameters(p): Parameters<NotifyParams>) -> std::result::Result<CallToolResult, ErrorData> {
         answer((|| {
-            let session = p.session.map(Ok).unwrap_or_else(|| ops::session_of(None))?;
+            let session = p.session.unwrap_or_else(|| self.conn.session.clone());
             let e = ops::notify(&self.store, Some(&session), p.question, &p.message)?;
             Ok(result::structured(&e, e.describe(), false))
         })())

@@ -10,7 +10,11 @@ use serde::de::{self, Deserializer, Visitor};
 use super::limits::MaxWait;
 use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
-use crate::task::{EventKind, Role, Status, duration_from_secs};
+use crate::task::{EventKind, Role, Status, Token, duration_from_secs, input_preview};
+
+/// How many tasks `list` returns unless told, and at most.
+pub const LIST_PAGE: usize = 50;
+pub const MAX_LIST_PAGE: usize = 200;
 
 // Descriptions may hold `{max_wait}` and `{hybrid_wait}`: the server fills them in with its
 // configured values when it starts (see `publish`).
@@ -76,6 +80,10 @@ pub struct ListParams {
     pub status: Option<String>,
     /// Only tasks of this role.
     pub role: Option<String>,
+    /// Most tasks to return (default 50, at most 200); the newest come first.
+    pub limit: Option<usize>,
+    /// Continue after this page: the `next_cursor` of the previous answer.
+    pub cursor: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -200,7 +208,22 @@ impl ListParams {
     /// The filter this stands for.
     pub fn filter(&self) -> Result<ListFilter> {
         let status = self.status.as_deref().map(Status::parse_filter).transpose()?;
-        Ok(ListFilter { status, role: self.role.as_deref().map(Role::parse).transpose()? })
+        let before = match self.cursor.as_deref() {
+            Some(c) => Some(Token::parse(c).map_err(|_| {
+                Error::Usage(format!(
+                    "cursor `{}` is not one `list` gave; leave it out for the first page",
+                    input_preview(c)
+                ))
+            })?),
+            None => None,
+        };
+        Ok(ListFilter {
+            status,
+            role: self.role.as_deref().map(Role::parse).transpose()?,
+            offset: 0,
+            limit: Some(self.limit.unwrap_or(LIST_PAGE).clamp(1, MAX_LIST_PAGE)),
+            before,
+        })
     }
 }
 

@@ -2,9 +2,12 @@
 //! notifications and cancellation for the calls that wait, errors as results. The tools are
 //! in `task_tools` and `event_tools`.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
@@ -18,6 +21,7 @@ use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::async_rw::TransportAdapterAsyncRW;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
+use tokio::sync::watch;
 
 use super::gate::Gate;
 use super::limits::MaxWait;
@@ -49,13 +53,51 @@ pub struct Options {
     pub max_wait: MaxWait,
 }
 
-/// The MCP server over one home.
+/// The MCP server over one home, for one client connection.
 #[derive(Clone)]
 pub struct AgentctlServer {
     pub(super) store: Store,
     pub(super) options: Options,
+    pub(super) conn: Arc<Connection>,
     tool_router: ToolRouter<AgentctlServer>,
     instructions: String,
+}
+
+/// What belongs to one client connection: its default session, and the events handed to it.
+pub(super) struct Connection {
+    /// Where its tasks report and its waits look, unless a call names another session.
+    pub session: String,
+    /// Holds the events its waits were handed, until its next wait shows they arrived.
+    pub holder: ops::Holder,
+    /// The latest wait of each (session, types): a newer one supersedes it (see
+    /// `supersede`).
+    waits: Mutex<HashMap<String, watch::Sender<u64>>>,
+}
+
+/// Numbers the connections of this process.
+static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+
+impl Connection {
+    fn new() -> Result<Connection> {
+        // The CLI's rule where the environment names a session (a server run inside a task
+        // reports to that task); else one of its own, so that two orchestrators sharing a home
+        // never take each other's events.
+        let env =
+            ["AGENTCTL_SESSION", "AGENTCTL_TOKEN"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+        let session = if env { ops::session_of(None)? } else { format!("mcp-{:012x}", rand::random::<u64>() >> 16) };
+        let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+        Ok(Connection { session, holder: ops::Holder::new(n), waits: Mutex::default() })
+    }
+
+    /// Start a wait on `key`: an older wait of this connection on the same key ends when the
+    /// returned receiver changes. A client that gave up on a wait without cancelling it and
+    /// waits again must get the next event, not the abandoned call.
+    pub fn supersede(&self, key: String) -> watch::Receiver<u64> {
+        let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        let tx = waits.entry(key).or_insert_with(|| watch::channel(0).0);
+        tx.send_modify(|g| *g += 1);
+        tx.subscribe()
+    }
 }
 
 /// Serve MCP on stdin/stdout until the client goes away (stdin at its end, before or after
@@ -71,7 +113,8 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
              (see the README's \"MCP server\"); Ctrl-D to quit"
         );
     }
-    let server = AgentctlServer::new(store, options);
+    let server = AgentctlServer::new(store.clone(), options)?;
+    let conn = server.conn.clone();
     let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
     let running = match server.serve(Gate::new(stdio)).await {
         Ok(running) => running,
@@ -79,13 +122,15 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
         Err(e) => return Err(Error::Internal(format!("the MCP session could not start: {e}"))),
     };
-    running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")))?;
-    Ok(())
+    let ended = running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")));
+    // The events its last waits were handed may never have arrived: they go to the next waiter.
+    ops::undelivered(&store, &conn.holder)?;
+    ended.map(drop)
 }
 
 impl AgentctlServer {
     /// The server over `store`, its tools published as `options` say.
-    pub(super) fn new(store: Store, options: Options) -> AgentctlServer {
+    pub(super) fn new(store: Store, options: Options) -> Result<AgentctlServer> {
         let mut tool_router = Self::task_router() + Self::event_router();
         if !options.allow_run {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
@@ -93,7 +138,7 @@ impl AgentctlServer {
         }
         publish::publish(&mut tool_router, options.max_wait);
         let instructions = options.max_wait.fill(INSTRUCTIONS);
-        AgentctlServer { store, options, tool_router, instructions }
+        Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), tool_router, instructions })
     }
 
     /// Wait for `work`, sending `progress()` as a progress notification every few seconds when

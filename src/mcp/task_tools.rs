@@ -15,18 +15,37 @@ use crate::error::Result;
 use crate::ops::{self, Halted, LogPage, TaskView};
 use crate::task::{Status, Token};
 
-/// `list`'s structured result.
+/// `list`'s structured result: one page, newest first.
 #[derive(Serialize, schemars::JsonSchema)]
 struct TaskList {
-    tasks: Vec<TaskView>,
+    tasks: Vec<TaskRow>,
     count: usize,
+    /// Pass as `cursor` for the next (older) page; absent on the last page.
+    next_cursor: Option<String>,
 }
+
+/// One task in a listing: what tells tasks apart (`await` or `logs` say the rest).
+#[derive(Serialize, schemars::JsonSchema)]
+struct TaskRow {
+    token: String,
+    role: String,
+    status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    elapsed_ms: u64,
+    line_count: u64,
+    question: String,
+}
+
+/// The most a `list` answer carries, both copies together.
+const LIST_BUDGET: usize = 14 * 1024;
 
 #[tool_router(router = task_router, vis = "pub(super)")]
 impl AgentctlServer {
     /// Launch, then settle with progress and cancellation.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult> {
-        let LaunchRequest { launch, note } = req?;
+        let LaunchRequest { mut launch, note } = req?;
+        launch.session.get_or_insert_with(|| self.conn.session.clone());
         let wait = launch.wait;
         let token = ops::launch(&self.store, launch).await?;
         let settled = self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await;
@@ -141,20 +160,44 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "List tasks (oldest first) with role, status, elapsed time, log lines and question preview. \
-                       Optional filters: status, role.",
+        description = "List tasks, newest first, 50 at a time: token, role, status, elapsed time, log lines and \
+                       question preview. Optional filters: status, role; pass next_cursor back as cursor for older \
+                       ones.",
         annotations(title = "List tasks", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskList>()
     )]
     async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(p.filter().and_then(|f| ops::list(&self.store, &f)).map(|tasks| {
-            let text = tasks
+        answer(p.filter().and_then(|f| ops::list(&self.store, &f)).map(|listing| {
+            let mut rows: Vec<TaskRow> = listing
+                .tasks
                 .iter()
-                .map(|v| format!("{} {} {} {} lines: {}", v.token, v.role, v.status, v.line_count, v.question))
-                .collect::<Vec<_>>()
-                .join("\n");
-            let text = if text.is_empty() { "no tasks".to_owned() } else { text };
-            result::structured(&TaskList { count: tasks.len(), tasks }, text, false)
+                .map(|v| TaskRow {
+                    token: v.token.to_string(),
+                    role: v.role.to_string(),
+                    status: v.status,
+                    exit_code: v.exit_code,
+                    elapsed_ms: v.elapsed_ms,
+                    line_count: v.line_count,
+                    question: v.question.clone(),
+                })
+                .collect();
+            let mut more = listing.more;
+            loop {
+                let text = list_text(&rows, more);
+                let list = TaskList {
+                    count: rows.len(),
+                    next_cursor: more.then(|| rows.last().map(|r| r.token.clone())).flatten(),
+                    tasks: std::mem::take(&mut rows),
+                };
+                let size = serde_json::to_string(&list).map_or(0, |j| j.len()) + text.len();
+                // Over the budget (long role names and questions): a shorter page, and a cursor.
+                if size <= LIST_BUDGET || list.tasks.len() <= 1 {
+                    return result::structured(&list, text, false);
+                }
+                rows = list.tasks;
+                rows.truncate(rows.len() * LIST_BUDGET / size);
+                more = true;
+            }
         }))
     }
 
@@ -179,4 +222,21 @@ impl AgentctlServer {
             },
         ))
     }
+}
+
+/// `list`'s readable copy: a line per task, and how to page on.
+fn list_text(rows: &[TaskRow], more: bool) -> String {
+    if rows.is_empty() {
+        return "no tasks".to_owned();
+    }
+    let mut text: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            format!("{} {} {} {}ms {} lines: {}", r.token, r.role, r.status, r.elapsed_ms, r.line_count, r.question)
+        })
+        .collect();
+    if let (true, Some(last)) = (more, rows.last()) {
+        text.push(format!("[older tasks: call list with cursor {}]", last.token));
+    }
+    text.join("\n")
 }

@@ -14,6 +14,7 @@ use tokio::time::{Instant, timeout_at};
 use super::wait::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
+use crate::supervisor::reach;
 use crate::task::{Event, EventKind, Role, Token};
 
 /// The session a launch or a wait belongs to: `--session`, else (inside a task) that task's
@@ -39,25 +40,72 @@ fn check_session(s: &str) -> Result<()> {
     })
 }
 
-/// Wait up to `limit` for the oldest unconsumed event of the session (`session`, else the
-/// `session_of` default) of one of `kinds` (empty: any) and consume it; a `timeout` event if
-/// none came. Wakes on changes to the event log (inotify), never by polling. Safe to cancel: an
-/// event is consumed only in a step that cannot be interrupted, and then returned.
-pub async fn wait_event(store: &Store, session: Option<&str>, kinds: &[EventKind], limit: Duration) -> Result<Event> {
+/// Who takes events: this process and one of its connections (an MCP client, or the CLI's one
+/// wait). An event taken is held until the holder confirms that its answer arrived
+/// (`delivered`) or lets go of it (`undelivered`); a holder whose process died holds nothing.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Holder(String);
+
+impl Holder {
+    /// Connection `connection` of this process.
+    pub fn new(connection: u64) -> Holder {
+        Holder(match reach::own_id() {
+            Some(id) => format!("{} {} {:032x} {connection}", id.pid, id.start, id.boot),
+            None => format!("{} 0 0 {connection}", std::process::id()),
+        })
+    }
+
+    fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// Whether the process a holder names still runs.
+fn holder_alive(holder: &str) -> bool {
+    let mut f = holder.split(' ');
+    let (Some(pid), Some(start), Some(boot)) = (f.next(), f.next(), f.next()) else { return false };
+    match (pid.parse(), start.parse(), u128::from_str_radix(boot, 16)) {
+        (Ok(pid), Ok(start), Ok(boot)) => reach::lives(pid, start, boot),
+        _ => false,
+    }
+}
+
+/// Wait up to `limit` for the oldest event of the session (`session`, else the `session_of`
+/// default) of one of `kinds` (empty: any) not yet taken, and hand it to `holder`; a `timeout`
+/// event if none came. Wakes on new events (inotify), never by polling. Safe to cancel: an
+/// event is taken only in a step that cannot be interrupted, and then returned.
+pub async fn wait_event(
+    store: &Store,
+    session: Option<&str>,
+    kinds: &[EventKind],
+    limit: Duration,
+    holder: &Holder,
+) -> Result<Event> {
     let session = session_of(session)?;
     let session = session.as_str();
     let deadline = Instant::now() + limit;
     let log = store.events();
     // Watch first, then look: an event appended in between still wakes us.
-    let mut changes = Changes::watch(log.dir())?;
+    let mut changes = Changes::watch(&log.dir())?;
     loop {
-        if let Some(e) = log.take_next(session, kinds)? {
+        if let Some(e) = log.take(session, kinds, holder.as_str(), holder_alive)? {
             return Ok(e);
         }
         if timeout_at(deadline, changes.next()).await.is_err() {
             return Ok(Event::new(EventKind::Timeout, session));
         }
     }
+}
+
+/// The events `holder` was handed reached their caller: they are delivered, never handed out
+/// again. `seq`: only that one.
+pub fn delivered(store: &Store, holder: &Holder, seq: Option<u64>) -> Result<usize> {
+    store.events().confirm(holder.as_str(), seq)
+}
+
+/// The events `holder` was handed never reached their caller: the next waiter gets them.
+pub fn undelivered(store: &Store, holder: &Holder) -> Result<usize> {
+    store.events().release(holder.as_str())
 }
 
 /// The longest message or question an event carries.
@@ -98,7 +146,7 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
     store.events().append(event)
 }
 
-/// An event as `events` shows it: with whether a waiter has taken it.
+/// An event as `events` shows it: with whether a waiter has received it.
 #[derive(Clone, Debug, Serialize)]
 pub struct LoggedEvent {
     #[serde(flatten)]
@@ -106,15 +154,27 @@ pub struct LoggedEvent {
     pub consumed: bool,
 }
 
-/// The events of `session` (or of every session), oldest first, consuming nothing.
-pub fn read_events(store: &Store, session: Option<&str>) -> Result<Vec<LoggedEvent>> {
+/// How many events are read at a time.
+const EVENT_PAGE: usize = 1000;
+
+/// The events of `session` (or of every session) after seq `after`, oldest first, at most
+/// `limit` (`None`: all), consuming nothing.
+pub fn read_events(store: &Store, session: Option<&str>, after: u64, limit: Option<usize>) -> Result<Vec<LoggedEvent>> {
     session.map(check_session).transpose()?;
-    let (events, consumed) = store.events().read_all()?;
-    Ok(events
-        .into_iter()
-        .filter(|e| session.is_none_or(|s| e.session == s))
-        .map(|e| LoggedEvent { consumed: e.seq.is_some_and(|s| consumed.contains(&s)), event: e })
-        .collect())
+    let mut out = Vec::new();
+    let mut after = after;
+    loop {
+        let want = limit.map_or(EVENT_PAGE, |l| (l - out.len()).min(EVENT_PAGE));
+        let page = store.events().read(session, after, want)?;
+        let full = page.len() == want;
+        for l in page {
+            after = l.event.seq.unwrap_or(after);
+            out.push(LoggedEvent { event: l.event, consumed: l.delivered });
+        }
+        if !full || limit.is_some_and(|l| out.len() >= l) {
+            return Ok(out);
+        }
+    }
 }
 
 /// Show every event of `session` (or all) as it is appended, after those already there, until
@@ -125,17 +185,19 @@ pub async fn follow_events(
     mut show: impl FnMut(&LoggedEvent) -> std::io::Result<()>,
 ) -> Result<()> {
     session.map(check_session).transpose()?;
-    let mut changes = Changes::watch(store.events().dir())?;
+    let mut changes = Changes::watch(&store.events().dir())?;
     let mut seen = 0;
     loop {
-        let after = seen;
-        for e in read_events(store, session)?.into_iter().filter(|e| e.event.seq.unwrap_or(0) > after) {
+        let page = read_events(store, session, seen, Some(EVENT_PAGE))?;
+        for e in &page {
             seen = e.event.seq.unwrap_or(seen);
-            if show(&e).is_err() {
+            if show(e).is_err() {
                 return Ok(());
             }
         }
-        changes.next().await?;
+        if page.len() < EVENT_PAGE {
+            changes.next().await?;
+        }
     }
 }
 

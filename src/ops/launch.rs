@@ -128,8 +128,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
             deadline_ms: deadline.map(|d| d.as_millis() as u64),
             grace_ms: DEFAULT_GRACE.as_millis() as u64,
         };
-        store.write_spec(token, &spec)?;
-        store.write_record(&TaskRecord {
+        let rec = TaskRecord {
             token,
             role: req.role.clone(),
             session: session.clone(),
@@ -137,7 +136,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
             created_at_ms: unix_ms(SystemTime::now()),
             started: None,
             ended: None,
-        })
+        };
+        store.insert_task(&rec, &spec)
     };
     if let Err(e) = prepare() {
         // Not a task yet (a full disk, say): nothing of it is left behind.

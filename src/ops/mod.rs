@@ -12,11 +12,13 @@ mod view;
 mod wait;
 
 pub use agents::check_agents_file;
-pub use events::{LoggedEvent, follow_events, notify, read_events, session_of, wait_event};
+pub use events::{
+    Holder, LoggedEvent, delivered, follow_events, notify, read_events, session_of, undelivered, wait_event,
+};
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
-pub use query::{LINE_PIECE, ListFilter, follow, list, read_log, status};
+pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, read_log, status};
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, STILL_RUNNING, await_task, halt, refresh};

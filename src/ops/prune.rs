@@ -1,12 +1,10 @@
-//! Retention: removing finished tasks (record, log, summary, consumed events), never a running
-//! one.
+//! Retention: removing finished tasks (record, log, summary, events), never a running one.
 
-use std::collections::HashSet;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::query::records;
+use super::query::refresh_open;
 use super::view::TaskView;
 use super::wait::DEFAULT_GRACE;
 use crate::error::{Error, Result};
@@ -29,7 +27,8 @@ pub struct PruneRule {
 pub struct Pruned {
     pub removed: Vec<TaskView>,
     pub count: usize,
-    /// Consumed events of the removed tasks, dropped from the event log.
+    /// Events removed: every event of the removed tasks, and delivered events of no task as
+    /// old as the rule says.
     pub events_removed: usize,
     /// Leftovers of tasks that were never started (their launcher failed or died while
     /// creating them), removed whatever the rule.
@@ -50,33 +49,33 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
         ));
     }
     let now = unix_ms(SystemTime::now());
-    let mut finished = records(store)?;
-    finished.retain(|r| r.status().is_final());
-    // Newest first, so `keep` spares the most recent ones.
-    finished.sort_by_key(|r| std::cmp::Reverse(r.ended.as_ref().map_or(0, |e| e.at_ms)));
+    // Tasks whose supervisor died unnoticed are finished too (lost).
+    refresh_open(store)?;
     let cutoff = rule.older_than.map(|d| now.saturating_sub(d.as_millis() as u64));
     let mut removed = Vec::new();
-    for rec in finished.into_iter().skip(rule.keep.unwrap_or(0)) {
-        let ended_at = rec.ended.as_ref().map_or(0, |e| e.at_ms);
-        if cutoff.is_some_and(|c| ended_at > c) {
-            continue;
-        }
+    for rec in store.finished(rule.keep.unwrap_or(0), cutoff)? {
         let view = TaskView::of(store, &rec, false)?;
         if !rule.dry_run {
             // Its supervisor may still be ending what the agent left (up to the grace period)
             // before it exits and lets go of the lock: wait for it, bounded, so that a dry run
             // and the real one agree.
-            let grace = store.read_spec(rec.token).map_or(DEFAULT_GRACE, |s| Duration::from_millis(s.grace_ms));
-            let Some(_lock) = FileLock::take_within(&store.lock_path(rec.token), grace + Duration::from_secs(1))?
-            else {
-                continue;
+            let lock = match FileLock::try_take(&store.lock_path(rec.token))? {
+                Some(lock) => Some(lock),
+                None => {
+                    let grace = store.read_spec(rec.token).map_or(DEFAULT_GRACE, |s| Duration::from_millis(s.grace_ms));
+                    FileLock::take_within(&store.lock_path(rec.token), grace + Duration::from_secs(1))?
+                }
             };
+            let Some(_lock) = lock else { continue };
             store.remove_task(&rec)?;
         }
         removed.push(view);
     }
-    let gone: HashSet<Token> = removed.iter().map(|v| v.token).collect();
-    let events_removed = if gone.is_empty() { 0 } else { store.events().compact(&gone, rule.dry_run)? };
+    let gone: Vec<Token> = removed.iter().map(|v| v.token).collect();
+    let events_removed = store.events().remove(&gone, cutoff.or(rule.keep.map(|_| now)), rule.dry_run)?;
+    if !rule.dry_run {
+        store.compact();
+    }
     let strays_removed = store.remove_strays(STRAY_AGE, rule.dry_run)?;
     Ok(Pruned { count: removed.len(), removed, events_removed, strays_removed, dry_run: rule.dry_run })
 }

@@ -8,46 +8,69 @@ use super::events::Changes;
 use super::view::TaskView;
 use super::wait::{await_task, refresh};
 use crate::error::{Error, IoContext, Result};
-use crate::store::Store;
 use crate::store::files::{self, Access};
+use crate::store::{Page, Store};
 use crate::summary::{LineCleaner, clean_line};
-use crate::task::{Role, Status, TaskRecord, Token};
+use crate::task::{Role, Status, Token};
 
 /// The current state of one task.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     TaskView::of(store, &refresh(store, token)?, true)
 }
 
-/// Which tasks `list` shows.
+/// Which tasks `list` shows, and which page of them.
 #[derive(Clone, Debug, Default)]
 pub struct ListFilter {
     pub status: Option<Status>,
     pub role: Option<Role>,
+    /// Skip this many of the newest.
+    pub offset: usize,
+    /// At most this many (`None`: all).
+    pub limit: Option<usize>,
+    /// Only tasks older than this one (a cursor: the last task of the previous page).
+    pub before: Option<Token>,
 }
 
-/// The record of every task in the home, refreshed (a dead supervisor's task is recorded lost).
-pub(super) fn records(store: &Store) -> Result<Vec<TaskRecord>> {
-    let mut recs = Vec::new();
-    for token in store.tokens()? {
+/// Record `lost` for every task whose supervisor died unnoticed, so that the stored statuses
+/// are true. Costs one lock probe per task not yet final (running ones), whatever the history.
+pub(super) fn refresh_open(store: &Store) -> Result<()> {
+    for token in store.open_tokens()? {
         match refresh(store, token) {
-            Ok(rec) => recs.push(rec),
-            // Being created right now: not a task yet.
-            Err(Error::UnknownToken { .. }) => {}
-            // One damaged task must not hide the others.
+            Ok(_) | Err(Error::UnknownToken { .. }) => {}
             Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
         }
     }
-    Ok(recs)
+    Ok(())
 }
 
-/// Every task of the home matching `filter`, oldest first.
-pub fn list(store: &Store, filter: &ListFilter) -> Result<Vec<TaskView>> {
-    let mut recs = records(store)?;
-    recs.retain(|r| {
-        filter.status.is_none_or(|s| r.status() == s) && filter.role.as_ref().is_none_or(|ro| &r.role == ro)
-    });
-    recs.sort_by_key(|r| (r.created_at_ms, r.token));
-    recs.iter().map(|r| TaskView::of(store, r, false)).collect()
+/// One page of `list`: newest first.
+#[derive(Clone, Debug)]
+pub struct Listing {
+    pub tasks: Vec<TaskView>,
+    /// Whether older tasks match beyond this page.
+    pub more: bool,
+}
+
+/// The tasks of the home matching `filter`, newest first, one page.
+pub fn list(store: &Store, filter: &ListFilter) -> Result<Listing> {
+    refresh_open(store)?;
+    let before = match filter.before {
+        Some(t) => Some((store.read_record(t)?.created_at_ms, t)),
+        None => None,
+    };
+    let page = Page {
+        status: filter.status,
+        role: filter.role.clone(),
+        before,
+        offset: filter.offset,
+        // One more than asked tells whether there are more.
+        limit: filter.limit.map(|l| l + 1),
+    };
+    let mut recs = store.page(&page)?;
+    let more = filter.limit.is_some_and(|l| recs.len() > l);
+    recs.truncate(filter.limit.unwrap_or(usize::MAX));
+    let tasks = recs.iter().map(|r| TaskView::of(store, r, false)).collect::<Result<_>>()?;
+    Ok(Listing { tasks, more })
 }
 
 /// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.

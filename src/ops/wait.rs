@@ -39,6 +39,10 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     if rec.status().is_final() {
         return Ok(rec);
     }
+    // A supervisor of an earlier release writes its end in a file of its own.
+    if let Some(ended) = store.adopt_late_end(token)? {
+        return Ok(ended);
+    }
     // The agent dies with its supervisor (PDEATHSIG) unless it changed its credentials (a
     // setuid program); whatever of the task is left in its session is ended here.
     let untraced = "processes that left the task's session (setsid) could not be traced";

@@ -1,282 +1,259 @@
-//! The home's event log: `events/log.jsonl` (append-only, one event per line) and
-//! `events/consumed` (the seq of each event a waiter took). Both change only under
-//! `events/lock`, which makes every event go to exactly one waiter.
+//! The home's events, in the `events` table: numbered in order (`seq`), each handed to one
+//! waiter, and counted delivered only once that waiter's answer is known to have arrived.
+//!
+//! An event is waiting (0), handed out to a holder (1), or delivered (2). A holder names one
+//! waiter: a process (pid, start time, boot) and a connection within it. What it holds goes
+//! back to waiting when it lets go (`release`), or when its process is found dead; it becomes
+//! delivered when the holder confirms it (`confirm`). Writers ring `events/bell` after each
+//! new event, so that waiters, who watch `events/`, look again.
 
-use std::collections::HashSet;
-use std::fs::File;
-use std::io::{ErrorKind, Read, Seek, SeekFrom, Write};
-use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::SystemTime;
 
-use super::{Durability, FileLock, files, write_atomic};
-use crate::error::{IoContext, Result};
-use crate::task::{Event, EventKind, Token};
+use rusqlite::{Connection, OptionalExtension, params};
 
-/// The event log of one home.
-#[derive(Clone, Debug)]
-pub struct EventLog {
-    dir: PathBuf,
+use super::Store;
+use super::db::{self, err};
+use super::files::{self, Access};
+use crate::error::{Error, Result};
+use crate::task::{Event, EventKind, Token, unix_ms};
+
+/// The events of one home.
+pub struct EventLog<'a> {
+    store: &'a Store,
 }
 
-impl EventLog {
-    pub(super) fn new(dir: PathBuf) -> EventLog {
-        EventLog { dir }
+/// An event and whether a waiter has received it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Logged {
+    pub event: Event,
+    pub delivered: bool,
+}
+
+impl<'a> EventLog<'a> {
+    pub(super) fn new(store: &'a Store) -> EventLog<'a> {
+        EventLog { store }
     }
 
     /// The directory to watch for new events.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.join("log.jsonl")
-    }
-
-    fn consumed_path(&self) -> PathBuf {
-        self.dir.join("consumed")
-    }
-
-    fn lock(&self) -> Result<FileLock> {
-        FileLock::take(&self.dir.join("lock"))
+    pub fn dir(&self) -> PathBuf {
+        self.store.home().join("events")
     }
 
     /// Append `event`, giving it the next seq and the current time. Durable when this returns.
-    pub fn append(&self, mut event: Event) -> Result<Event> {
-        let _lock = self.lock()?;
-        let path = self.log_path();
-        let what = || format!("cannot append to {}", path.display());
-        let mut file = open_append(&path).ctx(what)?;
-        let (last_seq, ends_cleanly) = last_seq(&mut file).ctx(what)?;
-        event.seq = Some(last_seq + 1);
-        event.time = Some(humantime::format_rfc3339_millis(SystemTime::now()).to_string());
-        let mut line = if ends_cleanly { Vec::new() } else { b"\n".to_vec() };
-        serde_json::to_writer(&mut line, &event).map_err(|e| crate::error::Error::Internal(e.to_string()))?;
-        line.push(b'\n');
-        file.write_all(&line).ctx(what)?;
-        file.sync_data().ctx(what)?;
+    pub fn append(&self, event: Event) -> Result<Event> {
+        let conn = self.store.db()?;
+        let tx = db::write_durably(&conn).map_err(err(what_append))?;
+        let event = insert(&tx, event)?;
+        tx.commit().map_err(err(what_append))?;
+        self.ring();
         Ok(event)
     }
 
-    /// Every event in the log (unreadable lines skipped), and the seqs already consumed.
-    pub fn read_all(&self) -> Result<(Vec<Event>, HashSet<u64>)> {
-        let bytes = self.read_log()?;
-        let events = bytes.split(|&b| b == b'\n').filter_map(|l| serde_json::from_slice(l).ok()).collect();
-        Ok((events, self.read_consumed()?))
-    }
-
-    /// The log's bytes (none if it does not exist yet).
-    fn read_log(&self) -> Result<Vec<u8>> {
-        match files::read(&self.log_path(), u64::MAX / 2) {
-            Ok(bytes) => Ok(bytes),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(Vec::new()),
-            Err(e) => Err(e).ctx(|| format!("cannot read {}", self.log_path().display())),
+    /// Tell waiters something changed: a write to `events/bell`, which they watch.
+    pub fn ring(&self) {
+        let bell = self.dir().join("bell");
+        if let Ok(f) = files::open(&bell, Access::ReadWriteCreate) {
+            let _ = rustix::io::pwrite(&f, b"\n", 0);
         }
     }
 
-    /// The seqs already consumed.
-    fn read_consumed(&self) -> Result<HashSet<u64>> {
-        match files::read(&self.consumed_path(), u64::MAX / 2) {
-            Ok(bytes) => Ok(String::from_utf8_lossy(&bytes).lines().filter_map(|l| l.trim().parse().ok()).collect()),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(HashSet::new()),
-            Err(e) => Err(e).ctx(|| format!("cannot read {}", self.consumed_path().display())),
-        }
-    }
-
-    /// Take the oldest unconsumed event of `session` whose kind is in `kinds` (empty: any).
-    pub fn take_next(&self, session: &str, kinds: &[EventKind]) -> Result<Option<Event>> {
-        let _lock = self.lock()?;
-        let (events, consumed) = self.read_all()?;
-        let Some(event) =
-            events.into_iter().find(|e| e.matches(session, kinds) && e.seq.is_some_and(|s| !consumed.contains(&s)))
-        else {
-            return Ok(None);
+    /// Hand the oldest waiting event of `session` of one of `kinds` (empty: any) to `holder`.
+    /// An event held by a holder that `alive` says is gone counts as waiting.
+    pub fn take(
+        &self,
+        session: &str,
+        kinds: &[EventKind],
+        holder: &str,
+        alive: impl Fn(&str) -> bool,
+    ) -> Result<Option<Event>> {
+        super::legacy::import_late_events(self.store)?;
+        let conn = self.store.db()?;
+        // Look first without the write lock: most looks (a waiter woken by another session's
+        // event) find nothing.
+        let Some(seq) = candidate(&conn, session, kinds, holder, &alive)? else { return Ok(None) };
+        let tx = db::write_durably(&conn).map_err(err(what_take))?;
+        // Someone may have taken it meanwhile: look again under the lock.
+        let seq = if still_waiting(&tx, seq, holder, &alive)? {
+            seq
+        } else {
+            match candidate(&tx, session, kinds, holder, &alive)? {
+                Some(s) => s,
+                None => return Ok(None),
+            }
         };
-        let path = self.consumed_path();
-        let what = || format!("cannot record a consumed event in {}", path.display());
-        let mut file = open_append(&path).ctx(what)?;
-        writeln!(file, "{}", event.seq.unwrap_or_default()).ctx(what)?;
-        file.sync_data().ctx(what)?;
-        Ok(Some(event))
+        tx.execute("UPDATE events SET state = 1, holder = ?2 WHERE seq = ?1", params![seq as i64, holder])
+            .map_err(err(what_take))?;
+        let body: String = tx
+            .query_row("SELECT body FROM events WHERE seq = ?1", [seq as i64], |r| r.get(0))
+            .map_err(err(what_take))?;
+        tx.commit().map_err(err(what_take))?;
+        parse(&body).map(Some)
     }
-}
 
-impl EventLog {
-    /// Drop the consumed events of `gone` tasks (removed by prune), rewriting the log and the
-    /// consumed list atomically under the lock; returns how many were (or, with `dry_run`, would
-    /// be) dropped. Events still waiting for a waiter stay, and so does the last event, which
-    /// carries the seq the next append counts on from.
-    pub fn compact(&self, gone: &HashSet<Token>, dry_run: bool) -> Result<usize> {
-        let _lock = self.lock()?;
-        let text = self.read_log()?;
-        let consumed = self.read_consumed()?;
-        let lines: Vec<&[u8]> = text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).collect();
-        let last = lines.len().saturating_sub(1);
-        let mut kept = Vec::with_capacity(text.len());
-        let mut kept_seqs = Vec::new();
-        let mut dropped = 0;
-        for (i, line) in lines.iter().enumerate() {
-            let event = serde_json::from_slice::<Event>(line).ok();
-            let seq = event.as_ref().and_then(|e| e.seq);
-            let droppable = event.as_ref().and_then(|e| e.token).is_some_and(|t| gone.contains(&t))
-                && seq.is_some_and(|s| consumed.contains(&s));
-            if droppable && i != last {
-                dropped += 1;
-                continue;
+    /// Count what `holder` holds as delivered (its answers arrived); only `seq` if given.
+    pub fn confirm(&self, holder: &str, seq: Option<u64>) -> Result<usize> {
+        let conn = self.store.db()?;
+        let n = match seq {
+            None => {
+                conn.execute("UPDATE events SET state = 2, holder = NULL WHERE state = 1 AND holder = ?1", [holder])
             }
-            kept.extend_from_slice(line);
-            kept.push(b'\n');
-            kept_seqs.extend(seq.filter(|s| consumed.contains(s)));
+            Some(s) => conn.execute(
+                "UPDATE events SET state = 2, holder = NULL WHERE state = 1 AND holder = ?1 AND seq = ?2",
+                params![holder, s as i64],
+            ),
         }
-        if dropped == 0 || dry_run {
-            return Ok(dropped);
-        }
-        let consumed_text: String = kept_seqs.iter().map(|s| format!("{s}\n")).collect();
-        // The log first: if we stop between the two, the old consumed list only names more
-        // events than the log holds, and no dropped event can come back as one to take.
-        write_atomic(&self.log_path(), &kept, Durability::Durable)?;
-        write_atomic(&self.consumed_path(), consumed_text.as_bytes(), Durability::Durable)?;
-        Ok(dropped)
-    }
-}
-
-/// Open for appending; reading too (the last seq is read back), so not `Access::Append`.
-fn open_append(path: &Path) -> std::io::Result<File> {
-    let file = files::open(path, files::Access::ReadWriteCreate)?;
-    // SAFETY: fcntl on a descriptor we own.
-    if unsafe { libc::fcntl(file.as_raw_fd(), libc::F_SETFL, libc::O_APPEND) } == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(file)
-}
-
-/// The seq of the last whole event in the log, and whether the log ends with a newline (a
-/// crash may have left half a line, which the next append must not extend).
-fn last_seq(file: &mut File) -> std::io::Result<(u64, bool)> {
-    let len = file.seek(SeekFrom::End(0))?;
-    let from = len.saturating_sub(64 * 1024);
-    file.seek(SeekFrom::Start(from))?;
-    let mut tail = Vec::new();
-    file.read_to_end(&mut tail)?;
-    let seq = tail
-        .split(|&b| b == b'\n')
-        .rev()
-        .filter_map(|l| serde_json::from_slice::<Event>(l).ok())
-        .find_map(|e| e.seq)
-        .unwrap_or(0);
-    Ok((seq, tail.last().is_none_or(|&b| b == b'\n')))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_are_numbered_and_taken_once_in_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = EventLog::new(dir.path().to_owned());
-        for (kind, session) in
-            [(EventKind::TaskFinished, "a"), (EventKind::Question, "a"), (EventKind::TaskFinished, "b")]
-        {
-            log.append(Event::new(kind, session)).unwrap();
-        }
-        let q = log.take_next("a", &[EventKind::Question]).unwrap().unwrap();
-        assert_eq!((q.seq, q.kind), (Some(2), EventKind::Question));
-        assert_eq!(log.take_next("a", &[EventKind::Question]).unwrap(), None);
-        assert_eq!(log.take_next("a", &[]).unwrap().unwrap().seq, Some(1));
-        assert_eq!(log.take_next("a", &[]).unwrap(), None);
-        assert_eq!(log.take_next("b", &[]).unwrap().unwrap().seq, Some(3));
+        .map_err(err(|| "cannot record events as delivered".into()))?;
+        Ok(n)
     }
 
-    #[test]
-    fn concurrent_appenders_and_takers_deliver_every_event_exactly_once() {
-        for _ in 0..5 {
-            let dir = tempfile::tempdir().unwrap();
-            let log = EventLog::new(dir.path().to_owned());
-            let taken: Vec<u64> = std::thread::scope(|s| {
-                for _ in 0..4 {
-                    s.spawn(|| {
-                        for _ in 0..10 {
-                            log.append(Event::new(EventKind::TaskFinished, "s")).unwrap();
-                        }
-                    });
-                }
-                let takers: Vec<_> = (0..4)
-                    .map(|_| {
-                        s.spawn(|| {
-                            let mut got = Vec::new();
-                            let mut idle = 0;
-                            while idle < 200 {
-                                match log.take_next("s", &[]).unwrap() {
-                                    Some(e) => got.push(e.seq.unwrap()),
-                                    None => idle += 1,
-                                }
-                            }
-                            got
-                        })
-                    })
-                    .collect();
-                takers.into_iter().flat_map(|t| t.join().unwrap()).collect()
-            });
-            let mut all = taken.clone();
-            all.sort();
-            all.dedup();
-            assert_eq!(all.len(), taken.len(), "an event was taken twice");
-            let (events, consumed) = log.read_all().unwrap();
-            assert_eq!(events.len(), 40);
-            // Whatever the takers missed at the end is still queued, never lost.
-            while let Some(e) = log.take_next("s", &[]).unwrap() {
-                all.push(e.seq.unwrap());
+    /// Put back what `holder` holds (its answers never arrived): the next waiter gets it.
+    pub fn release(&self, holder: &str) -> Result<usize> {
+        let conn = self.store.db()?;
+        let n = conn
+            .execute("UPDATE events SET state = 0, holder = NULL WHERE state = 1 AND holder = ?1", [holder])
+            .map_err(err(|| "cannot put events back".into()))?;
+        if n > 0 {
+            self.ring();
+        }
+        Ok(n)
+    }
+
+    /// Up to `limit` events of `session` (or of every session) after `after`, oldest first.
+    pub fn read(&self, session: Option<&str>, after: u64, limit: usize) -> Result<Vec<Logged>> {
+        super::legacy::import_late_events(self.store)?;
+        let what = || "cannot read the events".to_owned();
+        let conn = self.store.db()?;
+        let (sql, session) = match session {
+            Some(s) => ("SELECT body, state FROM events WHERE session = ?3 AND seq > ?1 ORDER BY seq LIMIT ?2", s),
+            None => ("SELECT body, state FROM events WHERE seq > ?1 AND ?3 = ?3 ORDER BY seq LIMIT ?2", ""),
+        };
+        let mut stmt = conn.prepare_cached(sql).map_err(err(what))?;
+        let rows = stmt
+            .query_map(params![after as i64, limit as i64, session], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            })
+            .map_err(err(what))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (body, state) = row.map_err(err(what))?;
+            if let Ok(event) = parse(&body) {
+                out.push(Logged { event, delivered: state == 2 });
             }
-            all.sort();
-            assert_eq!(all, (1..=40).collect::<Vec<_>>());
-            assert!(consumed.len() <= 40);
         }
+        Ok(out)
     }
 
-    #[test]
-    fn a_torn_last_line_is_skipped_and_not_extended() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = EventLog::new(dir.path().to_owned());
-        log.append(Event::new(EventKind::Message, "s")).unwrap();
-        std::fs::OpenOptions::new().append(true).open(log.log_path()).unwrap().write_all(b"{\"type\":\"mess").unwrap();
-        let e = log.append(Event::new(EventKind::Message, "s")).unwrap();
-        assert_eq!(e.seq, Some(2));
-        let (events, _) = log.read_all().unwrap();
-        assert_eq!(events.iter().map(|e| e.seq).collect::<Vec<_>>(), [Some(1), Some(2)]);
+    /// Remove the events of `tasks` (delivered or not) and delivered events of no task that
+    /// happened at or before `cutoff_ms`; with `dry_run`, only count them.
+    pub fn remove(&self, tasks: &[Token], cutoff_ms: Option<u64>, dry_run: bool) -> Result<usize> {
+        let what = || "cannot remove events".to_owned();
+        let conn = self.store.db()?;
+        let tx = db::write(&conn).map_err(err(what))?;
+        let cutoff = cutoff_ms.map_or(i64::MAX, |c| c as i64);
+        let (by_task, orphans) = if dry_run {
+            (
+                "SELECT count(*) FROM events WHERE token = ?1",
+                "SELECT count(*) FROM events WHERE token IS NULL AND state = 2 AND at_ms <= ?1",
+            )
+        } else {
+            (
+                "DELETE FROM events WHERE token = ?1",
+                "DELETE FROM events WHERE token IS NULL AND state = 2 AND at_ms <= ?1",
+            )
+        };
+        let mut n = 0;
+        let count = |sql: &str, arg: &dyn rusqlite::ToSql| -> rusqlite::Result<usize> {
+            if dry_run {
+                tx.query_row(sql, [arg], |r| r.get::<_, i64>(0)).map(|c| c as usize)
+            } else {
+                tx.execute(sql, [arg])
+            }
+        };
+        for t in tasks {
+            n += count(by_task, &t.as_str()).map_err(err(what))?;
+        }
+        n += count(orphans, &cutoff).map_err(err(what))?;
+        tx.commit().map_err(err(what))?;
+        Ok(n)
     }
+}
 
-    #[test]
-    fn compaction_drops_only_consumed_events_of_gone_tasks_and_keeps_the_seq_going() {
-        let dir = tempfile::tempdir().unwrap();
-        let log = EventLog::new(dir.path().to_owned());
-        let [a, b, c] = ["aaaaaa", "bbbbbb", "cccccc"].map(|t| Token::parse(t).unwrap());
-        for t in [a, b, a, c, b] {
-            let mut e = Event::new(EventKind::TaskFinished, "s");
-            e.token = Some(t);
-            log.append(e).unwrap();
+fn what_append() -> String {
+    "cannot record an event".into()
+}
+
+fn what_take() -> String {
+    "cannot take an event".into()
+}
+
+/// Insert `event` in the transaction `tx`, numbered and timed.
+pub(super) fn insert(tx: &Connection, mut event: Event) -> Result<Event> {
+    let now = SystemTime::now();
+    event.time = Some(humantime::format_rfc3339_millis(now).to_string());
+    let seq: i64 = tx
+        .query_row("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) + 1", [], |r| r.get(0))
+        .map_err(err(what_append))?;
+    event.seq = Some(seq as u64);
+    let body = serde_json::to_string(&event).map_err(|e| Error::Internal(format!("cannot encode an event: {e}")))?;
+    tx.execute(
+        "INSERT INTO events (seq, session, kind, token, at_ms, body) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+        params![seq, event.session, event.kind.as_str(), event.token.map(|t| t.to_string()), unix_ms(now) as i64, body],
+    )
+    .map_err(err(what_append))?;
+    Ok(event)
+}
+
+/// The seq of the oldest event of `session` of `kinds` that `holder` may take.
+fn candidate(
+    conn: &Connection,
+    session: &str,
+    kinds: &[EventKind],
+    holder: &str,
+    alive: &impl Fn(&str) -> bool,
+) -> Result<Option<u64>> {
+    let kinds_sql = if kinds.is_empty() {
+        String::new()
+    } else {
+        // The kinds are our own names, never user text.
+        let names: Vec<String> = kinds.iter().map(|k| format!("'{}'", k.as_str())).collect();
+        format!(" AND kind IN ({})", names.join(", "))
+    };
+    let sql = format!("SELECT seq, state, holder FROM events WHERE session = ?1 AND state < 2{kinds_sql} ORDER BY seq");
+    let mut stmt = conn.prepare_cached(&sql).map_err(err(what_take))?;
+    let mut rows = stmt.query([session]).map_err(err(what_take))?;
+    while let Some(row) = rows.next().map_err(err(what_take))? {
+        let (seq, state, held_by): (i64, i64, Option<String>) = (
+            row.get(0).map_err(err(what_take))?,
+            row.get(1).map_err(err(what_take))?,
+            row.get(2).map_err(err(what_take))?,
+        );
+        if takeable(state, held_by.as_deref(), holder, alive) {
+            return Ok(Some(seq as u64));
         }
-        // Take seqs 1 (a), 2 (b) and 3 (a); 4 (c) and 5 (b) wait for a waiter.
-        for want in [1, 2, 3] {
-            assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(want));
-        }
-        let gone: HashSet<Token> = [a, b].into();
-        assert_eq!(log.compact(&gone, true).unwrap(), 3, "a dry run counts");
-        assert_eq!(log.read_all().unwrap().0.len(), 5, "a dry run drops nothing");
-        assert_eq!(log.compact(&gone, false).unwrap(), 3);
-        let (events, consumed) = log.read_all().unwrap();
-        assert_eq!(events.iter().map(|e| e.seq.unwrap()).collect::<Vec<_>>(), [4, 5]);
-        assert!(consumed.is_empty(), "{consumed:?}");
-        assert_eq!(log.compact(&gone, false).unwrap(), 0, "nothing left to drop");
-        // The waiting events are still delivered, and new ones go on from the last seq.
-        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(4));
-        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(5));
-        // Every event consumed and gone: the last one stays, carrying the seq.
-        let all: HashSet<Token> = [a, b, c].into();
-        assert_eq!(log.compact(&all, false).unwrap(), 1);
-        assert_eq!(log.read_all().unwrap().0.iter().map(|e| e.seq.unwrap()).collect::<Vec<_>>(), [5]);
-        let next = log.append(Event::new(EventKind::Message, "s")).unwrap();
-        assert_eq!(next.seq, Some(6));
-        assert_eq!(log.take_next("s", &[]).unwrap().unwrap().seq, Some(6));
     }
+    Ok(None)
+}
+
+/// Whether event `seq` may still be taken by `holder`.
+fn still_waiting(conn: &Connection, seq: u64, holder: &str, alive: &impl Fn(&str) -> bool) -> Result<bool> {
+    let row: Option<(i64, Option<String>)> = conn
+        .query_row("SELECT state, holder FROM events WHERE seq = ?1", [seq as i64], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
+        .map_err(err(what_take))?;
+    Ok(row.is_some_and(|(state, held_by)| takeable(state, held_by.as_deref(), holder, alive)))
+}
+
+/// Waiting, or held by someone else who is gone. (What `holder` holds itself is out, on its way.)
+fn takeable(state: i64, held_by: Option<&str>, holder: &str, alive: &impl Fn(&str) -> bool) -> bool {
+    match (state, held_by) {
+        (0, _) => true,
+        (1, Some(h)) => h != holder && !alive(h),
+        (1, None) => true,
+        _ => false,
+    }
+}
+
+fn parse(body: &str) -> Result<Event> {
+    serde_json::from_str(body).map_err(|e| Error::Internal(format!("a stored event is damaged ({e})")))
 }

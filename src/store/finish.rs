@@ -4,10 +4,10 @@ use std::fs::{self, File};
 use std::io::{self, ErrorKind};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
 use std::time::SystemTime;
 
-use super::{Durability, Store, files, logfile, write_atomic};
+use super::db::{self, err};
+use super::{Durability, Store, atomic, files, logfile, write_atomic};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Ended, Event, EventKind, Outcome, Role, TaskRecord, Token, summary_preview, unix_ms};
 
@@ -84,54 +84,86 @@ impl Store {
         let exit_code = outcome.exit_code();
         let note = (!notes.is_empty()).then(|| notes.join("; "));
         rec.ended = Some(Ended { outcome, at_ms: unix_ms(SystemTime::now()), line_count, note });
-        let ended = rec.clone();
-        on_full_disk(&|| self.write_record(&ended), &mut notes)?;
-        // The event comes after the final record, so whoever it wakes reads the end.
         let mut event = Event::new(EventKind::TaskFinished, &rec.session);
         event.token = Some(t);
         event.role = Some(rec.role.clone());
         event.status = Some(rec.status());
         event.exit_code = exit_code;
         event.summary = Some(summary_preview(&summary));
-        on_full_disk(&|| self.events().append(event.clone()).map(drop), &mut notes)?;
+        let ended = rec.clone();
+        // The final record and its event in one transaction: whoever the event wakes reads the
+        // end, and a crash leaves both or neither.
+        let first = std::cell::Cell::new(true);
+        let recorded = on_full_disk(&|| self.record_end(&ended, Some(event.clone())).map(|f| first.set(f)), &mut notes);
+        // Not recorded (a read-only home, say): the caller still learns how the task ended.
+        recorded?;
+        if !first.get() {
+            // Someone recorded the end first (they held the lock before us): theirs stands.
+            *rec = self.read_record(t)?;
+        }
         let _ = fs::remove_file(&reserve);
-        let _ = fs::remove_file(self.lines_path(t));
-        self.clean_strays(rec);
+        let lines = self.lines_path(t);
+        let _ = fs::remove_file(atomic::temp_path(&lines));
+        let _ = fs::remove_file(lines);
         Ok(())
     }
 
-    /// Remove temp files a crash between writing and renaming left behind for this task.
-    fn clean_strays(&self, rec: &TaskRecord) {
-        let task_dir = self.task_dir(rec.token);
-        let history = self.log_path(&rec.role, rec.token).parent().map(Path::to_owned);
-        let mine = format!(".tmp-{}", rec.token);
-        for (dir, prefix) in [(Some(task_dir), ".tmp-"), (history, mine.as_str())] {
-            let Some(dir) = dir else { continue };
-            let Ok(entries) = fs::read_dir(&dir) else { continue };
-            for e in entries.flatten() {
-                if e.file_name().to_str().is_some_and(|n| n.starts_with(prefix)) {
-                    let _ = fs::remove_file(e.path());
-                }
-            }
+    /// Write the final record `rec` (and its event) unless the task already has one; true if
+    /// this was the first. The event wakes waiters once committed.
+    pub(super) fn record_end(&self, rec: &TaskRecord, event: Option<Event>) -> Result<bool> {
+        let what = || format!("cannot record the end of task {}", rec.token);
+        let conn = self.db()?;
+        let tx = db::write_durably(&conn).map_err(err(what))?;
+        let ended_at = rec.ended.as_ref().map(|e| e.at_ms as i64);
+        let text = serde_json::to_string(rec).map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
+        let changed = tx
+            .execute(
+                "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4 WHERE token = ?1 AND ended_at_ms IS NULL",
+                rusqlite::params![rec.token.as_str(), text, rec.status().as_str(), ended_at],
+            )
+            .map_err(err(what))?;
+        if changed == 0 {
+            return Ok(false);
         }
+        let rings = event.is_some();
+        if let Some(e) = event {
+            super::events::insert(&tx, e)?;
+        }
+        tx.commit().map_err(err(what))?;
+        if rings {
+            self.events().ring();
+        }
+        Ok(true)
+    }
+
+    /// Take in a final record that an earlier release's supervisor wrote in its file after the
+    /// upgrade (see `legacy`); its event comes in with that release's event log. The caller
+    /// holds the task's lock.
+    pub fn adopt_late_end(&self, t: Token) -> Result<Option<TaskRecord>> {
+        let Some(rec) = super::legacy::late_record(self, t) else { return Ok(None) };
+        self.record_end(&rec, None)?;
+        self.read_record(t).map(Some)
     }
 
     /// Remove the task directories older than `age` that have no record and whose lock nobody
-    /// holds: tasks whose launcher failed or died before writing the record. Returns how many
+    /// holds: tasks whose launcher failed or died before saving the record. Returns how many
     /// were (or, with `dry_run`, would be) removed.
     pub fn remove_strays(&self, age: std::time::Duration, dry_run: bool) -> Result<usize> {
+        let known = self.all_tokens()?;
         let mut removed = 0;
-        for t in self.tokens()? {
+        for t in self.tokens()?.into_iter().filter(|t| !known.contains(t)) {
             let dir = self.task_dir(t);
             let old = fs::symlink_metadata(&dir)
                 .and_then(|m| m.modified())
                 .is_ok_and(|at| at.elapsed().is_ok_and(|a| a >= age));
-            let no_record =
-                fs::symlink_metadata(dir.join("record.json")).is_err_and(|e| e.kind() == ErrorKind::NotFound);
-            if !old || !no_record {
+            if !old {
                 continue;
             }
             let Some(_lock) = super::FileLock::try_take(&self.lock_path(t))? else { continue };
+            // Saved meanwhile (a launcher slowed down for a minute): a task after all.
+            if !matches!(self.read_record(t), Err(Error::UnknownToken { .. })) {
+                continue;
+            }
             if !dry_run {
                 // Its role is unknown: look for its files under every role.
                 let roles = fs::read_dir(self.home().join("subagents")).into_iter().flatten().flatten();
@@ -153,7 +185,9 @@ impl Store {
 
     /// Remove the log, summary and question file of `t` under `role`, those there are.
     pub fn remove_history(&self, role: &Role, t: Token) -> Result<()> {
-        for path in [self.log_path(role, t), self.summary_path(role, t), self.question_path(role, t)] {
+        let summary = self.summary_path(role, t);
+        let temp = atomic::temp_path(&summary);
+        for path in [self.log_path(role, t), summary, temp, self.question_path(role, t)] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}
@@ -166,9 +200,33 @@ impl Store {
     /// Remove everything a finished task left: log, summary, question file, record. The caller
     /// has checked it is finished and holds its lock.
     pub fn remove_task(&self, rec: &TaskRecord) -> Result<()> {
-        self.clean_strays(rec);
         self.remove_history(&rec.role, rec.token)?;
         let dir = self.task_dir(rec.token);
-        fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))
+        match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != ErrorKind::NotFound => {
+                return Err(e).ctx(|| format!("cannot remove {}", dir.display()));
+            }
+            _ => {}
+        }
+        let what = || format!("cannot remove task {}", rec.token);
+        let conn = self.db()?;
+        conn.execute("DELETE FROM tasks WHERE token = ?1", [rec.token.as_str()]).map_err(err(what))?;
+        Ok(())
+    }
+
+    /// Give the space of removed tasks and events back to the file system (best effort).
+    pub fn compact(&self) {
+        if let Ok(conn) = self.db() {
+            let _ = conn.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);");
+        }
+    }
+
+    /// The token of every task in the database.
+    fn all_tokens(&self) -> Result<std::collections::HashSet<Token>> {
+        let what = || "cannot list the tasks".to_owned();
+        let conn = self.db()?;
+        let mut stmt = conn.prepare("SELECT token FROM tasks").map_err(err(what))?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err(what))?;
+        Ok(rows.flatten().filter_map(|t| Token::parse(&t).ok()).collect())
     }
 }

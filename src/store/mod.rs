@@ -1,17 +1,19 @@
-//! The home on disk: where each file lives, atomic records, locks, logs, the event log.
+//! The home on disk: where each file lives, the database of records and events, locks, logs.
 
 mod atomic;
+mod db;
 mod events;
 pub mod files;
 mod finish;
 mod home;
+mod legacy;
 mod lock;
 pub mod logfile;
 mod tasks;
 
 pub use atomic::{Durability, write_atomic};
-pub use events::EventLog;
+pub use events::{EventLog, Logged};
 pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
-pub use tasks::Store;
+pub use tasks::{Page, Store};

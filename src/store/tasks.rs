@@ -1,8 +1,8 @@
 //! `Store`: the layout of a home and the reading and writing of task records.
 //!
 //! ```text
-//! <home>/tasks/<token>/record.json   the TaskRecord (atomic writes)
-//! <home>/tasks/<token>/spec.json     the TaskSpec
+//! <home>/agentctl.db                 records, specs, events (SQLite, see `db`)
+//! <home>/events/bell                 written after each new event: waiters watch `events/`
 //! <home>/tasks/<token>/lock          flock held by the supervisor
 //! <home>/tasks/<token>/ctl.sock      the supervisor's control socket
 //! <home>/tasks/<token>/reserve       disk space set aside to record the end on a full disk
@@ -13,22 +13,33 @@ use std::fs::{self, DirBuilder};
 use std::io::ErrorKind;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use rusqlite::{OptionalExtension, params};
 
+use super::db::{Conn, Pool, err};
 use super::home::{check_home, create_home, ensure_dir, locate_home};
-use super::{Durability, EventLog, FileLock, files, write_atomic};
+use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, SupervisorId, TaskRecord, TaskSpec, Token};
+use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
 
-/// The largest record or spec agentctl writes (a spec holds the agent's argv).
-const MAX_RECORD: u64 = 64 << 20;
-
-/// A home directory, created 0700, with a canonical path (no symlinks in it).
+/// A home directory, created 0700, with a canonical path (no symlinks in it), and its store.
 #[derive(Clone, Debug)]
 pub struct Store {
     home: PathBuf,
+    pool: Arc<Pool>,
+}
+
+/// Which page of tasks to read, newest first.
+#[derive(Clone, Debug, Default)]
+pub struct Page {
+    pub status: Option<Status>,
+    pub role: Option<Role>,
+    /// Only tasks created before this one (a cursor: the last task of the previous page).
+    pub before: Option<(u64, Token)>,
+    pub offset: usize,
+    /// At most this many (`None`: all).
+    pub limit: Option<usize>,
 }
 
 impl Store {
@@ -46,7 +57,11 @@ impl Store {
         if found {
             check_home(&home)?;
         }
-        Ok(Store { home })
+        Ok(Store::with(home))
+    }
+
+    fn with(home: PathBuf) -> Store {
+        Store { home, pool: Arc::default() }
     }
 
     /// The home at `home`, which must exist: for commands that only read (a mistyped --home is
@@ -58,7 +73,7 @@ impl Store {
             return Err(Error::NoHome(home));
         }
         check_home(&home)?;
-        Ok(Store { home })
+        Ok(Store::with(home))
     }
 
     /// Create the home and its layout; nothing happens to what is already there.
@@ -79,9 +94,25 @@ impl Store {
         self.home.join("tasks").join(t.as_str())
     }
 
-    /// The home's event log.
-    pub fn events(&self) -> EventLog {
-        EventLog::new(self.home.join("events"))
+    /// The home's events.
+    pub fn events(&self) -> EventLog<'_> {
+        EventLog::new(self)
+    }
+
+    /// A connection to the home's database.
+    pub(super) fn db(&self) -> Result<Conn<'_>> {
+        self.pool.get(&self.home)
+    }
+
+    /// The same home with connections of its own, for a process forked from this one: close
+    /// this one's first (`close_db`), since SQLite connections must not cross a fork.
+    pub fn detached(&self) -> Store {
+        Store::with(self.home.clone())
+    }
+
+    /// Close the idle connections to the database (before forking without exec).
+    pub fn close_db(&self) {
+        self.pool.close_all();
     }
 
     /// The task's lock file.
@@ -149,47 +180,139 @@ impl Store {
         Err(Error::Internal("could not find a free token after 1000 tries; prune old tasks".into()))
     }
 
-    /// Save the record: atomically, and durably once it is final. A crash that loses a
-    /// starting or running record loses nothing true: the task would be `lost` anyway.
+    /// Save a new task's record and spec, in one transaction.
+    pub fn insert_task(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<()> {
+        let what = || format!("cannot save task {}", rec.token);
+        let conn = self.db()?;
+        conn.execute(
+            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                rec.token.as_str(),
+                rec.created_at_ms as i64,
+                rec.status().as_str(),
+                rec.role.as_str(),
+                to_json(rec)?,
+                to_json(spec)?
+            ],
+        )
+        .map_err(err(what))?;
+        Ok(())
+    }
+
+    /// Save a record that is not final (a crash may lose this write, which loses nothing true:
+    /// the task would be `lost` anyway). Final records are written by `finish`, once.
     pub fn write_record(&self, rec: &TaskRecord) -> Result<()> {
-        let how = if rec.ended.is_some() { Durability::Durable } else { Durability::Atomic };
-        self.write_json(&self.task_dir(rec.token).join("record.json"), rec, how)
+        debug_assert!(rec.ended.is_none(), "final records go through finish");
+        let what = || format!("cannot save task {}", rec.token);
+        let conn = self.db()?;
+        conn.execute(
+            "UPDATE tasks SET record = ?2, status = ?3 WHERE token = ?1 AND ended_at_ms IS NULL",
+            params![rec.token.as_str(), to_json(rec)?, rec.status().as_str()],
+        )
+        .map_err(err(what))?;
+        Ok(())
     }
 
     /// Load the record; `UnknownToken` if there is no such task.
     pub fn read_record(&self, t: Token) -> Result<TaskRecord> {
-        self.read_json(t, "record.json")
-    }
-
-    /// Save the spec (once, before the supervisor starts).
-    pub fn write_spec(&self, t: Token, spec: &TaskSpec) -> Result<()> {
-        self.write_json(&self.task_dir(t).join("spec.json"), spec, Durability::Atomic)
+        self.read_json(t, "record")
     }
 
     /// Load the spec.
     pub fn read_spec(&self, t: Token) -> Result<TaskSpec> {
-        self.read_json(t, "spec.json")
+        self.read_json(t, "spec")
     }
 
-    fn write_json<T: Serialize>(&self, path: &Path, value: &T, how: Durability) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
-        write_atomic(path, &bytes, how)
+    fn read_json<T: serde::de::DeserializeOwned>(&self, t: Token, column: &str) -> Result<T> {
+        let what = || format!("cannot read task {t}");
+        let conn = self.db()?;
+        let sql = format!("SELECT {column} FROM tasks WHERE token = ?1");
+        let text: Option<Option<String>> =
+            conn.query_row(&sql, [t.as_str()], |r| r.get(0)).optional().map_err(err(what))?;
+        match text.flatten() {
+            Some(text) => from_json(t, &text),
+            None => Err(Error::UnknownToken { token: t, home: self.home.clone() }),
+        }
     }
 
-    fn read_json<T: DeserializeOwned>(&self, t: Token, name: &str) -> Result<T> {
-        let path = self.task_dir(t).join(name);
-        let bytes = match files::read(&path, MAX_RECORD) {
-            Ok(b) => b,
-            Err(e) if e.kind() == ErrorKind::NotFound => {
-                return Err(Error::UnknownToken { token: t, home: self.home.clone() });
+    /// The tasks whose record is not final: running ones, and any whose supervisor died
+    /// unnoticed. Their number does not grow with history.
+    pub fn open_tokens(&self) -> Result<Vec<Token>> {
+        let conn = self.db()?;
+        let mut stmt = conn
+            .prepare_cached("SELECT token FROM tasks WHERE ended_at_ms IS NULL")
+            .map_err(err(|| "cannot list the running tasks".into()))?;
+        let rows =
+            stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err(|| "cannot list the running tasks".into()))?;
+        Ok(rows.flatten().filter_map(|t| Token::parse(&t).ok()).collect())
+    }
+
+    /// A page of records, newest first.
+    pub fn page(&self, page: &Page) -> Result<Vec<TaskRecord>> {
+        let what = || "cannot list the tasks".to_owned();
+        let conn = self.db()?;
+        let mut sql = String::from("SELECT token, record FROM tasks WHERE 1");
+        let mut args: Vec<rusqlite::types::Value> = Vec::new();
+        if let Some(s) = page.status {
+            sql.push_str(" AND status = ?");
+            args.push(s.as_str().to_owned().into());
+        }
+        if let Some(r) = &page.role {
+            sql.push_str(" AND role = ?");
+            args.push(r.as_str().to_owned().into());
+        }
+        if let Some((at, t)) = page.before {
+            sql.push_str(" AND (created_at_ms, token) < (?, ?)");
+            args.push((at as i64).into());
+            args.push(t.as_str().to_owned().into());
+        }
+        sql.push_str(" ORDER BY created_at_ms DESC, token DESC LIMIT ? OFFSET ?");
+        args.push(page.limit.map_or(-1, |l| l as i64).into());
+        args.push((page.offset as i64).into());
+        let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err(what))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (token, text) = row.map_err(err(what))?;
+            match Token::parse(&token).and_then(|t| from_json(t, &text)) {
+                Ok(rec) => out.push(rec),
+                // One damaged task must not hide the others.
+                Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
             }
-            Err(e) => return Err(e).ctx(|| format!("cannot read {}", path.display())),
-        };
-        serde_json::from_slice(&bytes)
-            .map_err(|e| Error::Internal(format!("{} is damaged ({e}); remove that task's directory", path.display())))
+        }
+        Ok(out)
     }
 
-    /// Every task token in the home, sorted.
+    /// The finished tasks after the `keep` most recently ended, that ended at or before
+    /// `cutoff_ms` (if given), most recent first.
+    pub fn finished(&self, keep: usize, cutoff_ms: Option<u64>) -> Result<Vec<TaskRecord>> {
+        let what = || "cannot list the finished tasks".to_owned();
+        let conn = self.db()?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT token, record FROM (SELECT token, record, ended_at_ms FROM tasks \
+                 WHERE ended_at_ms IS NOT NULL ORDER BY ended_at_ms DESC, token DESC LIMIT -1 OFFSET ?1) \
+                 WHERE ended_at_ms <= ?2",
+            )
+            .map_err(err(what))?;
+        let cutoff = cutoff_ms.map_or(i64::MAX, |c| c as i64);
+        let rows = stmt
+            .query_map(params![keep as i64, cutoff], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(err(what))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (token, text) = row.map_err(err(what))?;
+            if let Ok(rec) = Token::parse(&token).and_then(|t| from_json(t, &text)) {
+                out.push(rec);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every task directory's token in the home, sorted (strays included: tasks whose launcher
+    /// died before saving the record).
     pub fn tokens(&self) -> Result<Vec<Token>> {
         let dir = self.home.join("tasks");
         let mut out = Vec::new();
@@ -202,4 +325,14 @@ impl Store {
         out.sort();
         Ok(out)
     }
+}
+
+/// A record or spec as stored.
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(t: Token, text: &str) -> Result<T> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::Internal(format!("the stored record of task {t} is damaged ({e}); prune it")))
 }

@@ -83,8 +83,10 @@ fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option
     let (from_supervisor, to_launcher) =
         pipe2(OFlag::O_CLOEXEC).ctx(|| "cannot create the start-report pipe".into())?;
     let null = File::options().read(true).write(true).open("/dev/null").ctx(|| "cannot open /dev/null".into())?;
-    // Nothing buffered may be written twice, by the child too.
+    // Nothing buffered may be written twice, by the child too; no database connection may be
+    // shared with it (SQLite's locks and descriptors are per process).
     let _ = std::io::stdout().flush();
+    store.close_db();
     // SAFETY: the process has one thread, so the child may run any code. It never returns into
     // the caller: it ends with _exit, after the supervisor's life or a failed step.
     match unsafe { fork() }.ctx(|| "cannot fork the task's supervisor".into())? {
@@ -105,7 +107,7 @@ fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option
                 && hand_over_lock(lock.raw_fd()) != -1;
             let code = if detached {
                 set_cmdline(&["agentctl", "__supervise", token.as_str()]);
-                if super::run::serve(store.clone(), token) == std::process::ExitCode::SUCCESS { 0 } else { 70 }
+                if super::run::serve(store.detached(), token) == std::process::ExitCode::SUCCESS { 0 } else { 70 }
             } else {
                 report(&format!("error cannot detach the supervisor: {}", std::io::Error::last_os_error()));
                 70

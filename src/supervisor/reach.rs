@@ -27,6 +27,15 @@ pub fn own_id() -> Option<SupervisorId> {
     Some(SupervisorId { pid, sid, start: read_proc(pid)?.start, boot: boot_id()? })
 }
 
+/// Whether process `pid`, started at `start` in boot `boot`, still runs (not a zombie). With
+/// no start time known (0), whether some process has that pid.
+pub fn lives(pid: i32, start: u64, boot: u128) -> bool {
+    if start == 0 {
+        return pid > 0 && nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok();
+    }
+    boot_id() == Some(boot) && read_proc(pid).is_some_and(|p| p.start == start && p.state != 'Z')
+}
+
 /// The kernel's id of this boot.
 fn boot_id() -> Option<u128> {
     let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;

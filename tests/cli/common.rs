@@ -141,8 +141,16 @@ impl Home {
 
     /// The saved record of a task (for pids the CLI does not show).
     pub fn record(&self, token: &str) -> Value {
-        let bytes = std::fs::read(self.path().join("tasks").join(token).join("record.json")).unwrap();
-        serde_json::from_slice(&bytes).unwrap()
+        let text: String =
+            self.db().query_row("SELECT record FROM tasks WHERE token = ?1", [token], |r| r.get(0)).unwrap();
+        serde_json::from_str(&text).unwrap()
+    }
+
+    /// The home's database, as a tool outside agentctl would open it.
+    pub fn db(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(self.path().join("agentctl.db")).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(30)).unwrap();
+        conn
     }
 }
 

@@ -45,8 +45,7 @@ fn refused_halts_exit_2_and_change_nothing() {
     let h = Home::new();
     let done = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
     let token = done["token"].as_str().unwrap();
-    let record = h.path().join("tasks").join(token).join("record.json");
-    let before = std::fs::read(&record).unwrap();
+    let before = h.record(token);
     let outside = h.path().parent().unwrap().join("x");
     let outside_before = outside.exists();
 
@@ -59,7 +58,7 @@ fn refused_halts_exit_2_and_change_nothing() {
     let r = h.run(&["--json", "halt", "ABCDEF"], 2);
     assert_eq!(r.json()["kind"], "invalid_token");
 
-    assert_eq!(std::fs::read(&record).unwrap(), before, "a refused halt changed the record");
+    assert_eq!(h.record(token), before, "a refused halt changed the record");
     assert!(!h.path().join("x").exists());
     assert_eq!(outside.exists(), outside_before, "`../x` reached outside the home");
 }

@@ -86,10 +86,13 @@ fn supervisors_killed_mid_write_never_leave_a_torn_record() {
         let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
         tokens.push(token);
     }
+    let check: String = h.db().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
     for t in &tokens {
-        let path = h.path().join("tasks").join(t).join("record.json");
-        let bytes = std::fs::read(&path).unwrap();
-        serde_json::from_slice::<serde_json::Value>(&bytes).unwrap_or_else(|e| panic!("torn record {t}: {e}"));
+        // A record, and for an ended task its one event, both or neither (one transaction).
+        let rec = h.record(t);
+        let events: i64 = h.db().query_row("SELECT count(*) FROM events WHERE token = ?1", [t], |r| r.get(0)).unwrap();
+        assert_eq!(events, i64::from(!rec["ended"].is_null()), "{t}: {rec}");
         let status = h.status(t)["status"].as_str().unwrap().to_owned();
         assert!(status == "completed" || status == "lost", "{t} is {status}");
     }
@@ -103,7 +106,7 @@ fn stray_temp_files_of_a_crashed_write_are_never_read_and_are_cleaned_up() {
     let token = h.start(&["sleep", "1", "clean"]);
     let task_dir = h.path().join("tasks").join(&token);
     let history = h.path().join("subagents/run/data/history");
-    let strays = [task_dir.join(".tmp-record.json-crash1"), history.join(format!(".tmp-{token}.summary.md-crash2"))];
+    let strays = [task_dir.join(".tmp-lines"), history.join(format!(".tmp-{token}.summary.md"))];
     for s in &strays {
         std::fs::write(s, "{\"token\": \"torn").unwrap();
     }
@@ -116,22 +119,21 @@ fn stray_temp_files_of_a_crashed_write_are_never_read_and_are_cleaned_up() {
 #[test]
 fn readers_never_see_a_torn_record_while_records_are_written() {
     let h = Home::new();
+    // The store exists before the reader opens it.
+    h.init();
     let fake = fake_agent();
     let done = std::sync::atomic::AtomicBool::new(false);
     let (reads, torn) = std::thread::scope(|s| {
         let reader = s.spawn(|| {
             let (mut reads, mut torn) = (0u64, Vec::new());
+            let db = h.db();
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
-                let Ok(dirs) = std::fs::read_dir(h.path().join("tasks")) else { continue };
-                for d in dirs.flatten() {
-                    match std::fs::read(d.path().join("record.json")) {
-                        Ok(bytes) => {
-                            reads += 1;
-                            if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
-                                torn.push(String::from_utf8_lossy(&bytes).into_owned());
-                            }
-                        }
-                        Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::NotFound),
+                let Ok(mut stmt) = db.prepare("SELECT record FROM tasks") else { continue };
+                let texts: Vec<String> = stmt.query_map([], |r| r.get(0)).unwrap().flatten().collect();
+                for text in texts {
+                    reads += 1;
+                    if serde_json::from_str::<serde_json::Value>(&text).is_err() {
+                        torn.push(text);
                     }
                 }
             }

@@ -18,10 +18,8 @@ fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
     let events = h.run(&["--json", "events"], 0).json();
     assert_eq!(events["events"][0]["token"], token);
     assert_eq!(events["events"][0]["status"], "failed");
-    let log = std::fs::read_to_string(h.path().join("events/log.jsonl")).unwrap();
-    for line in log.lines() {
-        serde_json::from_str::<serde_json::Value>(line).unwrap();
-    }
+    let check: String = h.db().query_row("PRAGMA integrity_check", [], |r| r.get(0)).unwrap();
+    assert_eq!(check, "ok");
 }
 
 #[test]

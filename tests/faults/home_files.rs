@@ -50,21 +50,25 @@ fn symlinks_planted_as_files_are_refused_never_followed() {
     assert!(!page.to_string().contains("SECRET"), "{page}");
     drop(mcp);
 
-    let record = h.path().join("tasks").join(&token).join("record.json");
-    let copy = outside.path().join("record.json");
-    std::fs::copy(&record, &copy).unwrap();
-    replace_with_symlink(&record, &copy);
-    let r = h.run(&["status", &token], 2);
-    assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
-
-    // A directory of the home replaced by a symlink is refused just the same.
-    let other = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0", "x"], 0).json();
-    let other = other["token"].as_str().unwrap().to_owned();
+    // A directory of the home replaced by a symlink is refused just the same (a running
+    // task's: its lock is looked at).
+    let other = h.start(&["sleep", "30"]);
     let task_dir = h.path().join("tasks").join(&other);
     let moved = outside.path().join("moved");
     std::fs::rename(&task_dir, &moved).unwrap();
     symlink(&moved, &task_dir).unwrap();
     let r = h.run(&["status", &other], 2);
+    assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
+    std::fs::remove_file(&task_dir).unwrap();
+    std::fs::rename(&moved, &task_dir).unwrap();
+    h.run(&["halt", &other], 0);
+
+    // The database too.
+    let db = h.path().join("agentctl.db");
+    let copy = outside.path().join("agentctl.db");
+    std::fs::copy(&db, &copy).unwrap();
+    replace_with_symlink(&db, &copy);
+    let r = h.run(&["status", &token], 2);
     assert!(r.stderr.contains("is a symlink"), "{}", r.stderr);
 
     // The home's agents.toml too.

@@ -80,10 +80,7 @@ fn a_reused_pid_is_never_signalled_by_halt_or_the_lost_path() {
     let forced = other.is_some();
     let mut other = other.unwrap_or_else(|| {
         let s = stranger();
-        let path = h.path().join("tasks").join(&token).join("record.json");
-        let mut rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        rec["started"]["pid"] = (s.id() as i64).into();
-        std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+        set_recorded_pid(&h, &token, s.id());
         s
     });
     eprintln!("pid reuse {}", if forced { "forced through ns_last_pid" } else { "simulated in the record" });
@@ -103,10 +100,7 @@ fn halt_of_a_live_task_ignores_the_pid_in_its_record() {
     let token = h.start(&["stubborn", pidfile.to_str().unwrap()]);
     let agent = read_pids(&pidfile)[0];
     let mut other = stranger();
-    let path = h.path().join("tasks").join(&token).join("record.json");
-    let mut rec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    rec["started"]["pid"] = (other.id() as i64).into();
-    std::fs::write(&path, serde_json::to_vec(&rec).unwrap()).unwrap();
+    set_recorded_pid(&h, &token, other.id());
 
     let v = h.run(&["--json", "halt", &token, "--grace", "0.5s"], 0).json();
     assert_eq!(v["status"], "cancelled");
@@ -220,4 +214,16 @@ fn a_supervisor_from_an_earlier_boot_ends_nothing() {
     assert!(st["note"].as_str().unwrap().contains("before the machine restarted"), "{st}");
     assert!(alive(child), "a process was ended on the word of another boot");
     sigkill(child);
+}
+
+/// Write `pid` into the task's record as its agent's pid, as a damaged or stale record would.
+fn set_recorded_pid(h: &Home, token: &str, pid: u32) {
+    let changed = h
+        .db()
+        .execute(
+            "UPDATE tasks SET record = json_set(record, '$.started.pid', ?2) WHERE token = ?1",
+            rusqlite::params![token, pid],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
 }

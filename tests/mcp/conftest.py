@@ -1,6 +1,7 @@
 """Fixtures for driving `agentctl mcp` with the official MCP Python SDK over stdio."""
 
 import json
+import sqlite3
 import os
 import pathlib
 import subprocess
@@ -55,7 +56,9 @@ def cli(home, *args):
 
 
 def record(home, token):
-    return json.loads((home / "tasks" / token / "record.json").read_text())
+    with sqlite3.connect(home / "agentctl.db", timeout=30) as db:
+        (text,) = db.execute("SELECT record FROM tasks WHERE token = ?", (token,)).fetchone()
+    return json.loads(text)
 
 
 def open_fds(pid):

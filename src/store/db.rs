@@ -1,0 +1,282 @@
+//! The home's SQLite database (`<home>/agentctl.db`, WAL): opening it, its schema and the
+//! versioned migrations, and a small pool of connections per process.
+//!
+//! Connections are opened lazily and kept for reuse. A process that forks without exec (the
+//! CLI starting a supervisor) closes them first: SQLite connections and their locks must never
+//! cross a fork.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::legacy;
+use crate::error::{Error, Result};
+
+/// The schema this release writes. Each version's migration is in `MIGRATIONS`.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// How long a write waits for another process's transaction. Transactions here take
+/// milliseconds; a thousand supervisors ending at once queue up behind each other.
+const BUSY_WAIT: Duration = Duration::from_secs(60);
+
+/// Migration `i` takes the schema from version `i` to `i + 1`.
+const MIGRATIONS: [&str; 1] = [r"
+    CREATE TABLE tasks (
+        token TEXT PRIMARY KEY NOT NULL,
+        created_at_ms INTEGER NOT NULL,
+        -- NULL until the final record is written (once: first writer wins).
+        ended_at_ms INTEGER,
+        status TEXT NOT NULL,
+        role TEXT NOT NULL,
+        -- The TaskRecord and TaskSpec as JSON.
+        record TEXT NOT NULL,
+        spec TEXT
+    ) WITHOUT ROWID;
+    CREATE INDEX tasks_by_creation ON tasks(created_at_ms, token);
+    CREATE INDEX tasks_by_end ON tasks(ended_at_ms) WHERE ended_at_ms IS NOT NULL;
+    CREATE INDEX tasks_open ON tasks(token) WHERE ended_at_ms IS NULL;
+
+    CREATE TABLE events (
+        -- AUTOINCREMENT: a seq is never given twice, even after the newest events are pruned.
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        session TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        token TEXT,
+        at_ms INTEGER NOT NULL,
+        -- The Event as JSON, seq and time included.
+        body TEXT NOT NULL,
+        -- 0 waiting, 1 handed to `holder` (not yet known to have arrived), 2 delivered.
+        state INTEGER NOT NULL DEFAULT 0,
+        holder TEXT
+    );
+    CREATE INDEX events_waiting ON events(session, seq) WHERE state < 2;
+    CREATE INDEX events_waiting_by_kind ON events(session, kind, seq) WHERE state < 2;
+    CREATE INDEX events_by_session ON events(session, seq);
+    CREATE INDEX events_by_task ON events(token) WHERE token IS NOT NULL;
+    CREATE INDEX events_held ON events(holder) WHERE state = 1;
+
+    -- Facts about the store itself (what was imported from files).
+    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
+"];
+
+/// The database file of a home.
+pub fn path(home: &Path) -> PathBuf {
+    home.join("agentctl.db")
+}
+
+/// Idle connections of one home, shared by the clones of its `Store`.
+#[derive(Debug, Default)]
+pub struct Pool {
+    idle: Mutex<Vec<Connection>>,
+}
+
+/// A connection taken from the pool; it goes back on drop.
+pub struct Conn<'a> {
+    pool: &'a Pool,
+    conn: Option<Connection>,
+}
+
+impl std::ops::Deref for Conn<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("held until drop")
+    }
+}
+
+impl std::ops::DerefMut for Conn<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("held until drop")
+    }
+}
+
+impl Drop for Conn<'_> {
+    fn drop(&mut self) {
+        if let (Some(conn), Ok(mut idle)) = (self.conn.take(), self.pool.idle.lock()) {
+            idle.push(conn);
+        }
+    }
+}
+
+impl Pool {
+    /// A connection to the database of `home`, opened (and the schema brought up to date) if
+    /// none is idle.
+    pub fn get(&self, home: &Path) -> Result<Conn<'_>> {
+        let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
+        let conn = match idle {
+            Some(c) => c,
+            None => open(home)?,
+        };
+        Ok(Conn { pool: self, conn: Some(conn) })
+    }
+
+    /// Close every idle connection (before a fork that does not exec).
+    pub fn close_all(&self) {
+        if let Ok(mut idle) = self.idle.lock() {
+            idle.clear();
+        }
+    }
+}
+
+/// A database error with what was being done. A full disk keeps its kind, so that the end of a
+/// task can give back its reserve and try again.
+pub fn err(what: impl FnOnce() -> String) -> impl FnOnce(rusqlite::Error) -> Error {
+    move |e| {
+        let kind = match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DiskFull) => Some(std::io::ErrorKind::StorageFull),
+            Some(rusqlite::ErrorCode::ReadOnly) => Some(std::io::ErrorKind::ReadOnlyFilesystem),
+            Some(rusqlite::ErrorCode::CannotOpen | rusqlite::ErrorCode::PermissionDenied) => {
+                Some(std::io::ErrorKind::PermissionDenied)
+            }
+            _ => None,
+        };
+        match kind {
+            Some(kind) => Error::Io { context: what(), source: std::io::Error::new(kind, e) },
+            None => Error::Internal(format!("{}: {e}", what())),
+        }
+    }
+}
+
+/// Open the database of `home` (created if missing), read-write if the home allows it, else
+/// read-only; bring the schema up to date.
+fn open(home: &Path) -> Result<Connection> {
+    let file = path(home);
+    let what = || format!("cannot open the store {}", file.display());
+    // Made 0600 here, not by SQLite (0644); the WAL and shared-memory files take its mode. A
+    // symlink planted at its name is refused, here and by SQLite.
+    if let Err(e) = super::files::open(&file, super::files::Access::ReadWriteCreate)
+        && e.get_ref().is_some_and(|r| r.is::<super::Refused>())
+    {
+        return Err(Error::from_io(e, what));
+    }
+    let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_URI;
+    let rw =
+        Connection::open_with_flags(&file, base | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE);
+    let conn = match rw {
+        Ok(c) => c,
+        Err(e) if read_only_home(home) => open_read_only(&file, base).map_err(|_| e).map_err(err(what))?,
+        Err(e) => return Err(err(what)(e)),
+    };
+    conn.busy_timeout(BUSY_WAIT).map_err(err(what))?;
+    // Not-final writes need not reach the disk before returning (a crash then loses nothing
+    // true: the task would be `lost`); the final ones raise this to FULL (see `durably`).
+    conn.pragma_update(None, "synchronous", "NORMAL").map_err(err(what))?;
+    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(err(what))?;
+    if version > SCHEMA_VERSION {
+        return Err(Error::Usage(format!(
+            "the store {} was written by a newer agentctl (schema {version}, this one knows {SCHEMA_VERSION}); use \
+             that release, or another home",
+            file.display()
+        )));
+    }
+    if version < SCHEMA_VERSION {
+        migrate(&conn, home).map_err(|e| match e {
+            Error::Io { .. } if read_only_home(home) => Error::Usage(format!(
+                "the home {} was written by an earlier agentctl and must be brought up to date once, which needs \
+                 write access to it; run any command with write access first",
+                home.display()
+            )),
+            e => e,
+        })?;
+    }
+    Ok(conn)
+}
+
+/// Read-only: a home on a read-only mount. A WAL database there cannot create its shared
+/// memory file, so it is opened as immutable: nobody can change it meanwhile anyway.
+fn open_read_only(file: &Path, base: OpenFlags) -> rusqlite::Result<Connection> {
+    let ro = base | OpenFlags::SQLITE_OPEN_READ_ONLY;
+    let conn = Connection::open_with_flags(file, ro)?;
+    match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
+        Ok(()) => Ok(conn),
+        Err(_) => {
+            let uri = format!("file:{}?immutable=1", file.display());
+            Connection::open_with_flags(uri, ro)
+        }
+    }
+}
+
+/// Whether the home is on a read-only mount (or otherwise not writable by us).
+fn read_only_home(home: &Path) -> bool {
+    nix::unistd::access(home, nix::unistd::AccessFlags::W_OK).is_err()
+        || nix::sys::statvfs::statvfs(home).is_ok_and(|s| s.flags().contains(nix::sys::statvfs::FsFlags::ST_RDONLY))
+}
+
+/// Bring the schema to `SCHEMA_VERSION`, one migration at a time, in one transaction; the
+/// first one imports what an earlier release kept in files. Concurrent openers wait for the
+/// first and find the work done.
+fn migrate(conn: &Connection, home: &Path) -> Result<()> {
+    let what = || format!("cannot set up the store {}", path(home).display());
+    // Both only take effect on a new database; prune gives freed pages back (`compact`).
+    conn.pragma_update(None, "auto_vacuum", "INCREMENTAL").map_err(err(what))?;
+    conn.pragma_update(None, "journal_mode", "WAL").map_err(err(what))?;
+    let tx = write_durably(conn).map_err(err(what))?;
+    let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(err(what))?;
+    for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        tx.execute_batch(step).map_err(err(what))?;
+        if i == 0 {
+            legacy::import_files(&tx, home)?;
+        }
+    }
+    tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err(what))?;
+    tx.commit().map_err(err(what))?;
+    legacy::remove_imported_files(home);
+    Ok(())
+}
+
+/// A write transaction, rolled back unless committed.
+pub struct Tx<'a> {
+    conn: &'a Connection,
+    done: bool,
+    durable: bool,
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Tx<'_> {
+    /// Commit: on the disk before this returns if the transaction was begun `durable`, else
+    /// possibly lost by a crash (never torn).
+    pub fn commit(mut self) -> rusqlite::Result<()> {
+        self.done = true;
+        let committed = self.conn.execute_batch("COMMIT");
+        if committed.is_err() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        committed
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        if self.durable {
+            let _ = self.conn.pragma_update(None, "synchronous", "NORMAL");
+        }
+    }
+}
+
+/// Start a write transaction: `BEGIN IMMEDIATE`, so that it waits for other writers at its
+/// start and never has to be retried halfway. (rusqlite's own `Transaction` wants `&mut`.)
+pub fn write(conn: &Connection) -> rusqlite::Result<Tx<'_>> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    Ok(Tx { conn, done: false, durable: false })
+}
+
+/// `write`, committed to the disk before `commit` returns (the level can only change between
+/// transactions).
+pub fn write_durably(conn: &Connection) -> rusqlite::Result<Tx<'_>> {
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let mut tx = write(conn).inspect_err(|_| {
+        let _ = conn.pragma_update(None, "synchronous", "NORMAL");
+    })?;
+    tx.durable = true;
+    Ok(tx)
+}
