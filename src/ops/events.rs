@@ -1,18 +1,14 @@
 //! Events: sessions, waiting for the next event of a session, posting messages and questions,
 //! and reading the log without consuming it.
 
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::path::Path;
 use std::time::Duration;
 
-use nix::errno::Errno;
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use serde::Serialize;
-use tokio::io::unix::AsyncFd;
 use tokio::time::{Instant, timeout_at};
 
 use super::wait::refresh;
-use crate::error::{Error, IoContext, Result};
+use super::watch::Changes;
+use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::supervisor::reach;
 use crate::task::{Event, EventKind, Role, Token};
@@ -197,42 +193,6 @@ pub async fn follow_events(
         }
         if page.len() < EVENT_PAGE {
             changes.next().await?;
-        }
-    }
-}
-
-/// Changes to a directory or a file, as an async stream of wake-ups (inotify).
-pub(super) struct Changes(AsyncFd<Watch>);
-
-/// An inotify instance, as tokio's `AsyncFd` wants it.
-struct Watch(Inotify);
-
-impl AsRawFd for Watch {
-    fn as_raw_fd(&self) -> RawFd {
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
-impl Changes {
-    pub(super) fn watch(dir: &Path) -> Result<Changes> {
-        let what = || format!("cannot watch {}", dir.display());
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ctx(what)?;
-        let mask = AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO;
-        inotify.add_watch(dir, mask).ctx(what)?;
-        // SAFETY: `Watch` owns the inotify descriptor and returns that same one for its life.
-        let fd = unsafe { AsyncFd::register_with_interest(Watch(inotify), tokio::io::Interest::READABLE) };
-        Ok(Changes(fd.map_err(std::io::Error::from).ctx(what)?))
-    }
-
-    /// Wait until something in the directory (or the file) changed; spurious wake-ups are fine.
-    pub(super) async fn next(&mut self) -> Result<()> {
-        loop {
-            let mut ready = self.0.readable().await.ctx(|| "cannot wait for events".into())?;
-            match ready.get_inner().0.read_events() {
-                Ok(_) => return Ok(()),
-                Err(Errno::EAGAIN) => ready.clear_ready(),
-                Err(e) => return Err(e).ctx(|| "cannot read inotify events".into()),
-            }
         }
     }
 }

@@ -10,6 +10,7 @@ mod query;
 mod stop;
 mod view;
 mod wait;
+mod watch;
 
 pub use agents::check_agents_file;
 pub use events::{

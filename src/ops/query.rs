@@ -4,9 +4,9 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
-use super::events::Changes;
 use super::view::TaskView;
 use super::wait::{await_task, refresh};
+use super::watch::Changes;
 use crate::error::{Error, IoContext, Result};
 use crate::store::files::{self, Access};
 use crate::store::{Page, Store};

@@ -4,11 +4,9 @@
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 
 use crate::store::files::{self, Access};
 use crate::store::logfile::{Checkpoint, LineCounter};
@@ -18,14 +16,18 @@ use crate::store::{Durability, write_atomic};
 /// the checkpoint themselves, so a stale one costs them little and is never wrong.
 const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 
+/// How long after a look at the log's size the next one is due: at first, and again after each
+/// growth. A still log is looked at half as often each time, down to once every `LAST_LOOK`.
+/// (No inotify: an instance per supervisor would run the user out of them at 128 tasks.)
+const FIRST_LOOK: Duration = Duration::from_secs(1);
+const LAST_LOOK: Duration = Duration::from_secs(30);
+
 /// The most counted in one pass, so that halts and waiters are served between passes.
 const PASS: u64 = 16 << 20;
 
 /// A growing log and what has been counted of it.
 pub(super) struct LogWatch {
     file: File,
-    /// Wakes on each write; `None` where inotify is out of instances (counted at the end only).
-    changes: Option<Inotify>,
     counter: LineCounter,
     /// More was written than the last pass counted.
     pub behind: bool,
@@ -34,6 +36,10 @@ pub(super) struct LogWatch {
     published: Option<(Instant, Checkpoint)>,
     /// When a count held back by `PUBLISH_EVERY` is to be published.
     pub due: Option<Instant>,
+    /// When the log's size is next looked at (`None` once the record is final), and how long
+    /// after the last look that is.
+    pub look_at: Option<Instant>,
+    look_every: Duration,
     /// False once the record is final.
     publishing: bool,
 }
@@ -42,19 +48,15 @@ impl LogWatch {
     /// Open the log the launcher created (refusing a symlink or anything but a regular file).
     pub fn open(path: &Path, checkpoint: PathBuf) -> io::Result<LogWatch> {
         let file = files::open(path, Access::Read)?;
-        let changes = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok().filter(|i| {
-            // The descriptor's own file, whatever its name becomes.
-            let me = Path::new("/proc/self/fd").join(file.as_raw_fd().to_string());
-            i.add_watch(&me, AddWatchFlags::IN_MODIFY).is_ok()
-        });
         Ok(LogWatch {
             file,
-            changes,
             counter: LineCounter::new(),
             behind: true,
             checkpoint,
             published: None,
             due: None,
+            look_at: Some(Instant::now() + FIRST_LOOK),
+            look_every: FIRST_LOOK,
             publishing: true,
         })
     }
@@ -66,11 +68,6 @@ impl LogWatch {
             .append(true)
             .custom_flags(libc::O_CLOEXEC)
             .open(Path::new("/proc/self/fd").join(self.file.as_raw_fd().to_string()))
-    }
-
-    /// What to poll for growth, if anything.
-    pub fn changes(&self) -> Option<BorrowedFd<'_>> {
-        self.changes.as_ref().map(|c| c.as_fd())
     }
 
     /// Save the count for other processes, at most every `PUBLISH_EVERY`; a count held back is
@@ -95,15 +92,21 @@ impl LogWatch {
         }
     }
 
+    /// Look at the log's size (its time is `look_at`): count and publish if it changed, and
+    /// look again sooner the busier the log is.
+    pub fn look(&mut self) {
+        let len = self.file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        self.look_every = if len != self.counter.counted() {
+            self.count_some();
+            FIRST_LOOK
+        } else {
+            (self.look_every * 2).min(LAST_LOOK)
+        };
+        self.look_at = Some(Instant::now() + self.look_every);
+    }
+
     /// Count what was written since the last pass, a bounded slice at a time.
     pub fn count_some(&mut self) {
-        if let Some(changes) = &self.changes {
-            while let Ok(events) = changes.read_events() {
-                if events.is_empty() {
-                    break;
-                }
-            }
-        }
         self.behind = !self.catch_up(PASS);
         self.publish();
     }
@@ -122,9 +125,42 @@ impl LogWatch {
     /// The final count, after which nothing more is published, and the file to summarize.
     pub fn finish(&mut self) -> (u64, &File) {
         self.catch_up(u64::MAX);
-        // The final count goes into the record. (The watch stays open: closing an inotify
-        // instance waits for an RCU grace period, many milliseconds that waiters would wait too.)
+        // The final count goes into the record.
         self.publishing = false;
+        self.look_at = None;
         (self.counter.total(), &self.file)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    #[test]
+    fn a_still_log_is_looked_at_less_often_and_a_growing_one_every_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, saved) = (dir.path().join("log"), dir.path().join("lines"));
+        let mut log = File::options().create(true).append(true).open(&path).unwrap();
+        let mut watch = LogWatch::open(&path, saved.clone()).unwrap();
+        let mut every = Vec::new();
+        for _ in 0..6 {
+            watch.look();
+            every.push(watch.look_every.as_secs());
+        }
+        assert_eq!(every, [2, 4, 8, 16, 30, 30]);
+        log.write_all(b"one\ntwo\n").unwrap();
+        watch.look();
+        assert_eq!(watch.look_every, FIRST_LOOK);
+        assert_eq!(std::fs::read_to_string(&saved).unwrap(), "8 2 1\n");
+        // Cut short in place (copytruncate), then written again: counted from the start.
+        log.set_len(0).unwrap();
+        log.write_all(b"x").unwrap();
+        watch.look();
+        assert_eq!(watch.look_every, FIRST_LOOK);
+        assert_eq!(std::fs::read_to_string(&saved).unwrap(), "1 0 0\n");
+        assert_eq!(watch.finish().0, 1);
+        assert!(watch.look_at.is_none());
     }
 }

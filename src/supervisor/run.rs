@@ -168,8 +168,12 @@ impl Supervisor {
             if let Some(exit) = self.agent_exit() {
                 break exit;
             }
-            let wake =
-                [self.kill_at.filter(|_| !self.killed), self.deadline.filter(|_| self.stop.is_none()), self.log.due];
+            let wake = [
+                self.kill_at.filter(|_| !self.killed),
+                self.deadline.filter(|_| self.stop.is_none()),
+                self.log.due,
+                self.log.look_at,
+            ];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
         };
@@ -191,8 +195,8 @@ impl Supervisor {
         }
     }
 
-    /// Wait for a signal, a connection, a client's request, log growth or `until`; handle what
-    /// came.
+    /// Wait for a signal, a connection, a client's request or `until`; handle what came, and
+    /// count more of a log the last pass left behind.
     fn poll_once(&mut self, until: Option<Instant>) {
         let until = [until, self.clients.wake_at()].into_iter().flatten().min();
         let behind = self.log.behind;
@@ -205,12 +209,9 @@ impl Supervisor {
                 PollTimeout::from(ms)
             })
         };
-        // The signals, the log's growth (if it can be watched), then the listener and clients.
-        let watched = self.log.changes().is_some();
-        let first_client = if watched { 2 } else { 1 };
+        // The signals, then the listener and clients.
         let ready: Vec<bool> = {
             let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
-            fds.extend(self.log.changes().map(|c| PollFd::new(c, PollFlags::POLLIN)));
             fds.extend(self.clients.poll_fds());
             match poll(&mut fds, timeout) {
                 Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
@@ -220,10 +221,10 @@ impl Supervisor {
         if ready[0] {
             self.on_signals();
         }
-        if behind || (watched && ready[1]) {
+        if behind {
             self.log.count_some();
         }
-        for grace in self.clients.serve(&ready[first_client..]) {
+        for grace in self.clients.serve(&ready[1..]) {
             self.begin_stop(StopReason::Halted, grace);
         }
     }
@@ -263,6 +264,9 @@ impl Supervisor {
         }
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
             self.kill_all();
+        }
+        if self.log.look_at.is_some_and(|t| now >= t) {
+            self.log.look();
         }
         if self.log.due.is_some_and(|d| now >= d) {
             self.log.publish();

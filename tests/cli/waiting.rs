@@ -105,3 +105,27 @@ fn a_running_tasks_line_count_comes_from_the_supervisors_published_count() {
     assert_eq!(done["line_count"], 200_002);
     assert!(!saved.exists(), "the published count outlived the task");
 }
+
+#[test]
+fn a_running_tasks_supervisor_holds_no_inotify_instance_and_publishes_its_growing_count() {
+    let h = Home::new();
+    let token = h.start(&["tick", "100", "0.1"]);
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    // Instances are few (128 per user by default) and tasks many: a supervisor looks at its
+    // log's size on a timer instead.
+    let fds: Vec<_> = std::fs::read_dir(format!("/proc/{sup}/fd"))
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .collect();
+    assert!(!fds.is_empty());
+    assert!(fds.iter().all(|l| l.as_os_str() != "anon_inode:inotify"), "{fds:?}");
+    let saved = h.path().join("tasks").join(&token).join("lines");
+    let published_bytes =
+        || std::fs::read_to_string(&saved).ok().and_then(|t| t.split(' ').next().and_then(|b| b.parse::<u64>().ok()));
+    wait_until(Duration::from_secs(20), "a first published count", || published_bytes().is_some_and(|b| b > 0));
+    let first = published_bytes().unwrap();
+    wait_until(Duration::from_secs(20), "a larger published count", || published_bytes().is_some_and(|b| b > first));
+    let (a, b) = (h.status(&token)["line_count"].as_u64().unwrap(), h.status(&token)["line_count"].as_u64().unwrap());
+    assert!(a >= 1 && b >= a, "{a} then {b}");
+    h.run(&["halt", &token, "--grace", "1s"], 0);
+}
