@@ -162,7 +162,15 @@ fn open(home: &Path) -> Result<Connection> {
     // Not-final writes need not reach the disk before returning (a crash then loses nothing
     // true: the task would be `lost`); the final ones raise this to FULL (see `durably`).
     conn.pragma_update(None, "synchronous", "NORMAL").map_err(err(what))?;
-    let version: i64 = conn.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(err(what))?;
+    let read_version = |conn: &Connection| conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0));
+    if read_version(&conn).ok() == Some(SCHEMA_VERSION) {
+        return Ok(conn);
+    }
+    // The first open by this release, or another process is setting the store up right now:
+    // one process at a time, under an flock on the database file (which SQLite's own fcntl
+    // locks do not see).
+    let _setup = if read_only_home(home) { None } else { Some(super::FileLock::take(&file)?) };
+    let version = read_version(&conn).map_err(err(what))?;
     if version > SCHEMA_VERSION {
         return Err(Error::Usage(format!(
             "the store {} was written by a newer agentctl (schema {version}, this one knows {SCHEMA_VERSION}); use \
