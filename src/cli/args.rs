@@ -185,7 +185,7 @@ pub struct WaitEventArgs {
 
 #[derive(Debug, Args)]
 pub struct NotifyArgs {
-    /// What to tell the session's lead
+    /// What to tell the session's lead (`-`: read it from stdin)
     pub message: String,
     /// Post it as a question (waiters can filter on `question`)
     #[arg(long)]

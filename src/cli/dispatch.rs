@@ -142,7 +142,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
         }
         Command::Notify(n) => {
-            let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &n.message)?;
+            let message = if n.message == "-" { read_stdin()? } else { n.message };
+            let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
             let _ = out.event(&event);
             Ok(ExitCode::SUCCESS)
         }
@@ -206,6 +207,6 @@ fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
 
 fn read_stdin() -> Result<String> {
     let mut bytes = Vec::new();
-    std::io::stdin().lock().read_to_end(&mut bytes).ctx(|| "cannot read the question from stdin".into())?;
-    String::from_utf8(bytes).map_err(|_| Error::Usage("the question on stdin is not valid UTF-8".into()))
+    std::io::stdin().lock().read_to_end(&mut bytes).ctx(|| "cannot read stdin".into())?;
+    String::from_utf8(bytes).map_err(|_| Error::Usage("what came on stdin is not valid UTF-8".into()))
 }

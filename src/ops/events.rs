@@ -105,7 +105,7 @@ pub fn undelivered(store: &Store, holder: &Holder) -> Result<usize> {
 }
 
 /// The longest message or question an event carries.
-pub const MAX_MESSAGE: usize = 64 * 1024;
+pub const MAX_MESSAGE: usize = 256 * 1024;
 
 /// Post a `message` (or `question`) from the task this runs in (`AGENTCTL_TOKEN`) to its
 /// session, or to `session` when given. Outside a task, `session` is required.

@@ -190,3 +190,51 @@ fn notify_needs_a_task_or_a_session_and_tasks_report_their_subtasks_to_themselve
     let mine = h.run(&["--json", "wait", "--session", "default", "--timeout", "5s"], 0).json();
     assert_eq!(mine["token"], parent_token);
 }
+
+#[test]
+fn a_long_message_between_two_others_is_delivered_once_in_order() {
+    let h = Home::new();
+    let long = "x".repeat(70_000);
+    for text in ["before", long.as_str(), "after"] {
+        h.run(&["notify", "--session", "s", text], 0);
+    }
+    // A fourth after a waiter took the first: numbering goes on past the long one.
+    let first = h.run(&["--json", "wait", "--session", "s", "--timeout", "5s"], 0).json();
+    h.run(&["notify", "--session", "s", "last"], 0);
+    let mut got = vec![first];
+    for _ in 0..3 {
+        got.push(h.run(&["--json", "wait", "--session", "s", "--timeout", "5s"], 0).json());
+    }
+    let texts: Vec<usize> = got.iter().map(|e| e["text"].as_str().unwrap().len()).collect();
+    assert_eq!(texts, [6, 70_000, 5, 4]);
+    let seqs: Vec<u64> = got.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [1, 2, 3, 4]);
+    h.run(&["--json", "wait", "--session", "s", "--timeout", "0.2s"], 124);
+    // Longer than one argument can be: from stdin, and refused above the cap.
+    let mut notify =
+        h.cmd().args(["notify", "--session", "s", "-"]).stdin(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    std::io::Write::write_all(&mut notify.stdin.take().unwrap(), "y".repeat(300_000).as_bytes()).unwrap();
+    let out = notify.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("300000 bytes, more than the 262144"), "{stderr}");
+}
+
+#[test]
+fn an_event_taken_by_a_waiter_that_dies_before_printing_goes_to_the_next_one() {
+    let h = Home::new();
+    h.run(&["notify", "--session", "s", "hello"], 0);
+    // A waiter that took the event and was killed before it printed it: its hold, as it
+    // leaves it in the store (a dead process of this boot).
+    let mut dead = std::process::Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    dead.wait().unwrap();
+    let changed =
+        h.db().execute("UPDATE events SET state = 1, holder = ?1 WHERE seq = 1", [format!("{pid} 1 0 0")]).unwrap();
+    assert_eq!(changed, 1);
+    let e = h.run(&["--json", "wait", "--session", "s", "--timeout", "5s"], 0).json();
+    assert_eq!(e["text"], "hello");
+    let listed = h.run(&["--json", "events", "--session", "s"], 0).json();
+    assert_eq!(listed["events"][0]["consumed"], true, "{listed}");
+    h.run(&["--json", "wait", "--session", "s", "--timeout", "0.2s"], 124);
+}

@@ -189,3 +189,84 @@ fn prune_removes_what_its_dry_run_listed_even_while_a_supervisor_is_finishing() 
     assert_eq!(real["count"], 1, "{real}");
     assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0);
 }
+
+/// A copy of the home agentctl 0.1.0 wrote (see fixtures/homes/make-0.1.0.sh) at `h`.
+fn copy_legacy_home(h: &Home) {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                copy(&e.path(), &to.join(e.file_name()));
+            } else {
+                std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    copy(&copy_of_fixture(""), h.path());
+}
+
+#[test]
+fn a_home_written_by_the_previous_release_opens_with_every_task_and_waiting_event() {
+    let h = Home::new();
+    copy_legacy_home(&h);
+    let listed = h.run(&["--json", "list"], 0).json();
+    let tasks: Vec<(&str, &str)> = listed["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| (t["token"].as_str().unwrap(), t["status"].as_str().unwrap()))
+        .collect();
+    // The one whose supervisor was killed is found dead, as it would have been before.
+    assert_eq!(tasks, [("58a654", "completed"), ("68a936", "failed"), ("c49036", "completed"), ("0e03ed", "lost")]);
+    assert_eq!(h.run(&["--json", "status", "58a654"], 0).json()["summary"], "the first answer");
+    let events = h.run(&["--json", "events"], 0).json();
+    let seen: Vec<(u64, bool)> = events["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["seq"].as_u64().unwrap(), e["consumed"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(seen, [(1, true), (2, false), (3, false), (4, false), (5, false)], "{events}");
+    // The lead gets what it had not taken, in order, and nothing twice.
+    let next = |session: &str| h.run(&["--json", "wait", "--session", session, "--timeout", "5s"], 0).json();
+    let e = next("lead");
+    assert_eq!((e["seq"].as_u64(), e["token"].as_str()), (Some(2), Some("68a936")));
+    assert_eq!(next("lead")["text"], "progress: half done");
+    h.run(&["--json", "wait", "--session", "lead", "--timeout", "0.2s"], 124);
+    assert_eq!(next("other")["token"], "c49036");
+    assert_eq!(next("default")["token"], "0e03ed");
+    // New tasks and events go on from there; the files the release kept are gone.
+    let v = h.run(&["--json", "run", "--session", "lead", "--", &fake_agent(), "sleep", "0", "new"], 0).json();
+    let e = next("lead");
+    assert_eq!((e["seq"].as_u64(), &e["token"]), (Some(6), &v["token"]));
+    for gone in ["tasks/58a654/record.json", "tasks/58a654/spec.json", "events/log.jsonl", "events/consumed"] {
+        assert!(!h.path().join(gone).exists(), "{gone} is still there");
+    }
+}
+
+#[test]
+fn a_supervisor_of_the_previous_release_still_running_at_the_upgrade_is_taken_in_when_it_ends() {
+    let h = Home::new();
+    copy_legacy_home(&h);
+    // The first command imports the home without looking at tasks.
+    h.run(&["--json", "events", "--session", "none"], 0);
+    // As 0.1.0's supervisor of 0e03ed would end it: its record file, then its event.
+    let task = h.path().join("tasks/0e03ed");
+    let mut rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(copy_of_fixture("tasks/0e03ed/record.json")).unwrap()).unwrap();
+    rec["ended"] = serde_json::json!({"outcome": {"status": "completed"}, "at_ms": 1795359570000u64, "line_count": 1, "note": null});
+    std::fs::write(task.join("record.json"), rec.to_string()).unwrap();
+    let event = r#"{"type":"task_finished","seq":5,"time":"2026-11-22T15:00:00.000Z","session":"default","token":"0e03ed","role":"run","status":"completed","exit_code":0,"summary":"late","text":null}"#;
+    std::fs::write(h.path().join("events/log.jsonl"), format!("{event}\n")).unwrap();
+    let v = h.run(&["--json", "status", "0e03ed"], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+    let e = h.run(&["--json", "wait", "--session", "default", "--timeout", "5s"], 0).json();
+    assert_eq!((e["token"].as_str(), e["summary"].as_str()), (Some("0e03ed"), Some("late")));
+    assert!(e["seq"].as_u64().unwrap() >= 5);
+    h.run(&["--json", "wait", "--session", "default", "--timeout", "0.2s"], 124);
+}
+
+/// A file of that home as the release left it.
+fn copy_of_fixture(rel: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/homes/0.1.0").join(rel)
+}

@@ -33,6 +33,18 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     assert_eq!(only["count"], 1);
     let r = h.run(&["list", "--status", "sleeping"], 2);
     assert!(r.stderr.contains("unknown status `sleeping`"), "{}", r.stderr);
+
+    // Pages: the newest first, printed oldest first; the next page's offset said.
+    let page = h.run(&["--json", "list", "--limit", "2"], 0).json();
+    let tokens: Vec<&str> = page["tasks"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
+    assert_eq!(tokens, [tasks[1]["token"].as_str().unwrap(), running.as_str()]);
+    assert_eq!(page["next_offset"], 2);
+    let rest = h.run(&["--json", "list", "--limit", "2", "--offset", "2"], 0).json();
+    assert_eq!(rest["count"], 1);
+    assert_eq!(rest["tasks"][0]["token"], tasks[0]["token"]);
+    assert!(rest["next_offset"].is_null(), "{rest}");
+    let r = h.run(&["list", "--limit", "1"], 0);
+    assert!(r.stderr.contains("agentctl list --offset 1"), "{}", r.stderr);
     h.run(&["halt", &running], 0);
 }
 

@@ -16,6 +16,7 @@ pub fn needs_root(what: &str) {
 
 mod clock;
 mod concurrency;
+mod delivery;
 mod disk;
 mod home_files;
 mod inputs;
@@ -26,6 +27,7 @@ mod mcp_transcript;
 mod mounts;
 mod processes;
 mod raw_mcp;
+mod scale;
 mod summary_props;
 mod supervisor_death;
 mod unhaltable;

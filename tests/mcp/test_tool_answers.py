@@ -6,7 +6,7 @@ import subprocess
 
 import anyio
 import pytest
-from conftest import BIN, FAKE, connect, server_env
+from conftest import BIN, FAKE, cli, connect, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -105,3 +105,38 @@ async def test_refusals_name_the_tool_to_call_never_a_command_line(home):
     # The command line still gives its own advice.
     out = subprocess.run([BIN, "--home", str(home), "await", "abcdef"], capture_output=True, text=True, env=server_env(home))
     assert out.returncode == 2 and "`agentctl list`" in out.stderr and "--home" in out.stderr
+
+
+async def test_list_pages_newest_first_and_stays_small(home):
+    # 60 tasks with long questions and roles: one page is 50 at most and under 16 KB, and the
+    # cursor leads through the rest without repeating or skipping any.
+    long_role = "r" * 64
+    for i in range(60):
+        out = subprocess.run(
+            [BIN, "--home", str(home), "--json", "run", "--async", "--role", long_role, "--", FAKE, "sleep", "0", "q" * 500 + str(i)],
+            capture_output=True, text=True, env=server_env(home),
+        )
+        assert out.returncode == 0, out.stderr
+    async with connect(home) as c:
+        seen, cursor, pages = [], None, 0
+        while True:
+            args = {} if cursor is None else {"cursor": cursor}
+            r = await c.call_tool("list", args)
+            assert not r.is_error, r.content[0].text
+            size = len(json.dumps(r.structured_content)) + len(r.content[0].text)
+            assert size < 16 * 1024, size
+            page = r.structured_content
+            assert page["count"] == len(page["tasks"]) <= 50
+            seen += [t["token"] for t in page["tasks"]]
+            pages += 1
+            cursor = page.get("next_cursor")
+            if cursor is None:
+                break
+            assert cursor in r.content[0].text
+        assert len(seen) == len(set(seen)) == 60 and pages >= 2
+        oldest_first = [t["token"] for t in cli(home, "list")["tasks"]]
+        assert seen == oldest_first[::-1]
+        first = (await c.call_tool("list", {"limit": 1})).structured_content["tasks"][0]
+        assert first["token"] == seen[0] and first["question"].endswith("…")
+        bad = await c.call_tool("list", {"cursor": "../x"})
+        assert bad.is_error and "leave it out for the first page" in bad.content[0].text

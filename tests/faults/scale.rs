@@ -1,0 +1,94 @@
+//! A thousand running tasks and five hundred waits at once, on the kernel's default limits.
+
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use serde_json::json;
+
+use crate::common::{Home, wait_until};
+use crate::raw_mcp::RawMcp;
+
+const TASKS: usize = 1000;
+const WAITS: u64 = 500;
+
+/// Set `/proc/sys/…` `path` to `value` for as long as this lives.
+struct Sysctl {
+    path: &'static str,
+    was: String,
+}
+
+impl Sysctl {
+    fn set(path: &'static str, value: &str) -> Sysctl {
+        let was = std::fs::read_to_string(path).unwrap();
+        std::fs::write(path, value).unwrap();
+        Sysctl { path, was }
+    }
+}
+
+impl Drop for Sysctl {
+    fn drop(&mut self) {
+        let _ = std::fs::write(self.path, &self.was);
+    }
+}
+
+/// The number of inotify instances process `pid` holds.
+fn inotify_instances(pid: i64) -> usize {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
+    fds.flatten()
+        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify"))
+        .count()
+}
+
+#[test]
+fn a_thousand_running_tasks_and_five_hundred_waits_on_default_inotify_limits() {
+    crate::needs_root("it sets fs.inotify.max_user_instances to the kernel's default");
+    let _limit = Sysctl::set("/proc/sys/fs/inotify/max_user_instances", "128");
+    let h = Home::new();
+    let mut tokens = Vec::with_capacity(TASKS);
+    for _ in 0..TASKS {
+        let v = h.run(&["--json", "run", "--async", "--", "sleep", "600"], 0).json();
+        tokens.push(v["token"].as_str().unwrap().to_owned());
+    }
+    let supervisors: Vec<i64> =
+        tokens.iter().map(|t| h.record(t)["started"]["supervisor_pid"].as_i64().unwrap()).collect();
+    assert_eq!(
+        supervisors.iter().map(|&p| inotify_instances(p)).sum::<usize>(),
+        0,
+        "supervisors hold inotify instances"
+    );
+
+    let mut mcp = RawMcp::start(&h, &[]);
+    for id in 0..WAITS {
+        let args = json!({"session": format!("w{id}"), "timeout_secs": 30});
+        let msg = json!({"jsonrpc": "2.0", "id": 1000 + id, "method": "tools/call", "params": {"name": "wait_for_event", "arguments": args}});
+        mcp.send(&msg);
+    }
+    // Some waits may start after their event came: they take it at once. Answers come in any
+    // order.
+    for id in 0..WAITS {
+        h.run(&["notify", "--session", &format!("w{id}"), &format!("for {id}")], 0);
+    }
+    let mut answered = 0;
+    while answered < WAITS {
+        let msg = mcp.receive().expect("the server answered");
+        let Some(id) = msg["id"].as_u64().filter(|id| (1000..1000 + WAITS).contains(id)) else { continue };
+        let e = &msg["result"]["structuredContent"];
+        assert_eq!(e["text"], format!("for {}", id - 1000), "{msg}");
+        answered += 1;
+    }
+    assert_eq!(inotify_instances(mcp.server.id() as i64), 1, "the server's waits share one instance");
+    assert_eq!(mcp.close(), Some(0));
+
+    // Every task still runs, supervised; then each supervisor is asked to stop its task.
+    let running = h.run(&["--json", "list", "--status", "running"], 0).json();
+    assert_eq!(running["count"], TASKS);
+    for &sup in &supervisors {
+        kill(Pid::from_raw(sup as i32), Signal::SIGTERM).unwrap();
+    }
+    wait_until(Duration::from_secs(120), "every task to be halted", || {
+        h.run(&["--json", "list", "--status", "running", "--limit", "1"], 0).json()["count"] == 0
+    });
+    let cancelled = h.run(&["--json", "list", "--status", "cancelled"], 0).json();
+    assert_eq!(cancelled["count"], TASKS);
+}
