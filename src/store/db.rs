@@ -288,3 +288,39 @@ pub fn write_durably(conn: &Connection) -> rusqlite::Result<Tx<'_>> {
     tx.durable = true;
     Ok(tx)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_of_a_newer_schema_is_refused_with_what_to_do() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        drop(open(&home).unwrap());
+        let conn = Connection::open(path(&home)).unwrap();
+        conn.pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        drop(conn);
+        let e = open(&home).unwrap_err().to_string();
+        assert!(e.contains("written by a newer agentctl") && e.contains("use that release"), "{e}");
+    }
+
+    #[test]
+    fn the_store_is_private_in_wal_mode_and_set_up_once() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().canonicalize().unwrap();
+        let conns: Vec<Connection> = std::thread::scope(|s| {
+            let opening: Vec<_> = (0..4).map(|_| s.spawn(|| open(&home).unwrap())).collect();
+            opening.into_iter().map(|t| t.join().unwrap()).collect()
+        });
+        let mode: String = conns[0].pragma_query_value(None, "journal_mode", |r| r.get(0)).unwrap();
+        assert_eq!(mode, "wal");
+        let version: i64 = conns[1].pragma_query_value(None, "user_version", |r| r.get(0)).unwrap();
+        assert_eq!(version, SCHEMA_VERSION);
+        for name in ["agentctl.db", "agentctl.db-wal", "agentctl.db-shm"] {
+            let perms = std::fs::metadata(home.join(name)).unwrap().permissions().mode() & 0o777;
+            assert_eq!(perms, 0o600, "{name}");
+        }
+    }
+}
