@@ -31,7 +31,7 @@ pub struct LaunchOptions {
     pub cwd: Option<String>,
     /// Halt the task (status `expired`) once it has run this many seconds.
     pub timeout_secs: Option<f64>,
-    /// Session the task reports to when it ends (see wait_for_event; default: the server's).
+    /// Session the task reports to when it ends (see wait_for_event; default: this connection's own).
     pub session: Option<String>,
 }
 
@@ -108,7 +108,7 @@ pub struct WaitForEventParams {
     pub types: Option<Vec<String>>,
     /// Seconds to block at most (default and at most {max_wait}); then a `timeout` event comes back.
     pub timeout_secs: Option<f64>,
-    /// Session to wait on (default: the server's, `default` unless AGENTCTL_SESSION is set).
+    /// Session to wait on (default: this connection's own, the `session` ask and run show).
     pub session: Option<String>,
 }
 
@@ -119,7 +119,7 @@ pub struct NotifyParams {
     /// Post it as a question (waiters can filter on `question`).
     #[serde(default)]
     pub question: bool,
-    /// Session to post to (default: the server's).
+    /// Session to post to (default: this connection's own).
     pub session: Option<String>,
 }
 

@@ -159,6 +159,10 @@ fn open(home: &Path) -> Result<Connection> {
         Err(e) => return Err(err(what)(e)),
     };
     conn.busy_timeout(BUSY_WAIT).map_err(err(what))?;
+    // Most commands are short processes: closing the last connection would otherwise copy the
+    // WAL into the database, sync it and delete the WAL, for every command. Commits check
+    // point the WAL once it holds 1 000 pages.
+    conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).map_err(err(what))?;
     // Not-final writes need not reach the disk before returning (a crash then loses nothing
     // true: the task would be `lost`); the final ones raise this to FULL (see `durably`).
     conn.pragma_update(None, "synchronous", "NORMAL").map_err(err(what))?;
