@@ -63,7 +63,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
     let home = resolve_home(home)?;
     match command {
         Command::Ask(a) => {
-            let question = if a.question == "-" { read_stdin()? } else { a.question };
+            let question = if a.question == "-" { read_stdin(None)? } else { a.question };
             let what = What::Ask { question, agents_file: agents };
             let req = launch_request(&a.role, what, &a.wait, &a.launch)?;
             Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
@@ -94,7 +94,17 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let mut listing = ops::list(&Store::existing(&home)?, &filter)?;
             // Printed oldest first, the newest last, as a log reads.
             listing.tasks.reverse();
-            out.list(&listing.tasks, listing.more.then(|| l.offset + listing.tasks.len()));
+            let next = listing.more.then(|| l.offset + listing.tasks.len());
+            let mut again = String::from("agentctl list");
+            for (flag, value) in [("--status", &l.status), ("--role", &l.role)] {
+                if let Some(v) = value {
+                    again.push_str(&format!(" {flag} {v}"));
+                }
+            }
+            if let (Some(limit), Some(n)) = (l.limit, next) {
+                again.push_str(&format!(" --limit {limit} --offset {n}"));
+            }
+            out.list(&listing.tasks, next, &again);
             Ok(ExitCode::SUCCESS)
         }
         Command::Logs(l) => {
@@ -142,7 +152,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
         }
         Command::Notify(n) => {
-            let message = if n.message == "-" { read_stdin()? } else { n.message };
+            // Enough to tell a message too long to carry from one that fits, and no more.
+            let message = if n.message == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { n.message };
             let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
             let _ = out.event(&event);
             Ok(ExitCode::SUCCESS)
@@ -205,8 +216,9 @@ fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
     given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
 }
 
-fn read_stdin() -> Result<String> {
+/// Stdin as text, at most `max` bytes of it.
+fn read_stdin(max: Option<u64>) -> Result<String> {
     let mut bytes = Vec::new();
-    std::io::stdin().lock().read_to_end(&mut bytes).ctx(|| "cannot read stdin".into())?;
+    std::io::stdin().lock().take(max.unwrap_or(u64::MAX)).read_to_end(&mut bytes).ctx(|| "cannot read stdin".into())?;
     String::from_utf8(bytes).map_err(|_| Error::Usage("what came on stdin is not valid UTF-8".into()))
 }

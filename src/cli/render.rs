@@ -66,14 +66,15 @@ impl Out {
     }
 
     /// Print a listing.
-    /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one.
-    pub fn list(&self, views: &[TaskView], next: Option<usize>) {
+    /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one,
+    /// and `again` the command that shows it.
+    pub fn list(&self, views: &[TaskView], next: Option<usize>, again: &str) {
         if self.json {
             print_json(&json!({ "tasks": views, "count": views.len(), "next_offset": next }));
             return;
         }
-        if let Some(n) = next {
-            eprintln!("agentctl: older tasks match too; `agentctl list --offset {n}` shows the next page");
+        if next.is_some() {
+            eprintln!("agentctl: older tasks match too; `{again}` shows the next page");
         }
         let mut w = io::stdout().lock();
         if views.is_empty() {
@@ -147,7 +148,7 @@ impl Out {
         for v in &p.removed {
             let _ = writeln!(w, "{verb} {} ({}) {} {}", v.token, v.role, v.status, v.question);
         }
-        let _ = writeln!(w, "{verb} {} finished task(s) and {} consumed event(s)", p.count, p.events_removed);
+        let _ = writeln!(w, "{verb} {} finished task(s) and {} event(s)", p.count, p.events_removed);
         if p.strays_removed > 0 {
             let _ = writeln!(w, "{verb} {} task(s) that never started (their launcher failed)", p.strays_removed);
         }

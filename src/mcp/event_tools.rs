@@ -47,9 +47,10 @@ impl AgentctlServer {
                 let max = self.options.max_wait;
                 let limit = max.cap("timeout_secs", p.timeout_secs, max.0)?;
                 let session = ops::session_of(Some(p.session.as_deref().unwrap_or(&self.conn.session)))?;
-                // A new wait shows that the answers of this connection's earlier ones arrived.
-                ops::delivered(&self.store, &self.conn.holder, None)?;
-                let mut superseded = self.conn.supersede(format!("{session} {kinds:?}"));
+                self.conn.arrived(&self.store)?;
+                let mut key: Vec<&str> = kinds.iter().map(|k| k.as_str()).collect();
+                key.sort_unstable();
+                let mut superseded = self.conn.supersede(format!("{session} {}", key.join(",")));
                 let started = tokio::time::Instant::now();
                 let progress = || format!("waiting for an event for {:.0}s", started.elapsed().as_secs_f64());
                 let wait = async {
@@ -67,6 +68,9 @@ impl AgentctlServer {
                         false,
                     ));
                 };
+                if let Some(seq) = event.seq {
+                    self.conn.answered(seq);
+                }
                 let mut text = event.describe();
                 if let Some(note) = &limit.note {
                     text.push_str(&format!("\nnote: {note}"));

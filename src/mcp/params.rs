@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, Visitor};
 use super::limits::MaxWait;
 use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
-use crate::task::{EventKind, Role, Status, Token, duration_from_secs, input_preview};
+use crate::task::{EventKind, Role, Status, duration_from_secs};
 
 /// How many tasks `list` returns unless told, and at most.
 pub const LIST_PAGE: usize = 50;
@@ -208,21 +208,12 @@ impl ListParams {
     /// The filter this stands for.
     pub fn filter(&self) -> Result<ListFilter> {
         let status = self.status.as_deref().map(Status::parse_filter).transpose()?;
-        let before = match self.cursor.as_deref() {
-            Some(c) => Some(Token::parse(c).map_err(|_| {
-                Error::Usage(format!(
-                    "cursor `{}` is not one `list` gave; leave it out for the first page",
-                    input_preview(c)
-                ))
-            })?),
-            None => None,
-        };
         Ok(ListFilter {
             status,
             role: self.role.as_deref().map(Role::parse).transpose()?,
             offset: 0,
             limit: Some(self.limit.unwrap_or(LIST_PAGE).clamp(1, MAX_LIST_PAGE)),
-            before,
+            before: self.cursor.clone(),
         })
     }
 }

@@ -69,6 +69,8 @@ pub(super) struct Connection {
     pub session: String,
     /// Holds the events its waits were handed, until its next wait shows they arrived.
     pub holder: ops::Holder,
+    /// The seqs of the events its waits answered with since its last wait began.
+    answered: Mutex<Vec<u64>>,
     /// The latest wait of each (session, types): a newer one supersedes it (see
     /// `supersede`).
     waits: Mutex<HashMap<String, watch::Sender<u64>>>,
@@ -86,7 +88,22 @@ impl Connection {
             ["AGENTCTL_SESSION", "AGENTCTL_TOKEN"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
         let session = if env { ops::session_of(None)? } else { format!("mcp-{:012x}", rand::random::<u64>() >> 16) };
         let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection { session, holder: ops::Holder::new(n), waits: Mutex::default() })
+        Ok(Connection { session, holder: ops::Holder::new(n), answered: Mutex::default(), waits: Mutex::default() })
+    }
+
+    /// A wait answered with event `seq`.
+    pub fn answered(&self, seq: u64) {
+        self.answered.lock().unwrap_or_else(|e| e.into_inner()).push(seq);
+    }
+
+    /// A new wait began: the events the earlier ones answered with reached the client (it
+    /// calls again). Not those a wait still under way has taken: its answer is not out yet.
+    pub fn arrived(&self, store: &Store) -> Result<()> {
+        let seqs = std::mem::take(&mut *self.answered.lock().unwrap_or_else(|e| e.into_inner()));
+        for seq in seqs {
+            ops::delivered(store, &self.holder, Some(seq))?;
+        }
+        Ok(())
     }
 
     /// Start a wait on `key`: an older wait of this connection on the same key ends when the

@@ -183,12 +183,9 @@ impl AgentctlServer {
                 .collect();
             let mut more = listing.more;
             loop {
-                let text = list_text(&rows, more);
-                let list = TaskList {
-                    count: rows.len(),
-                    next_cursor: more.then(|| rows.last().map(|r| r.token.clone())).flatten(),
-                    tasks: std::mem::take(&mut rows),
-                };
+                let next_cursor = more.then(|| rows.len().checked_sub(1).and_then(|i| listing.cursor(i))).flatten();
+                let text = list_text(&rows, next_cursor.as_deref());
+                let list = TaskList { count: rows.len(), next_cursor, tasks: std::mem::take(&mut rows) };
                 let size = serde_json::to_string(&list).map_or(0, |j| j.len()) + text.len();
                 // Over the budget (long role names and questions): a shorter page, and a cursor.
                 if size <= LIST_BUDGET || list.tasks.len() <= 1 {
@@ -225,7 +222,7 @@ impl AgentctlServer {
 }
 
 /// `list`'s readable copy: a line per task, and how to page on.
-fn list_text(rows: &[TaskRow], more: bool) -> String {
+fn list_text(rows: &[TaskRow], next: Option<&str>) -> String {
     if rows.is_empty() {
         return "no tasks".to_owned();
     }
@@ -235,8 +232,8 @@ fn list_text(rows: &[TaskRow], more: bool) -> String {
             format!("{} {} {} {}ms {} lines: {}", r.token, r.role, r.status, r.elapsed_ms, r.line_count, r.question)
         })
         .collect();
-    if let (true, Some(last)) = (more, rows.last()) {
-        text.push(format!("[older tasks: call list with cursor {}]", last.token));
+    if let Some(cursor) = next {
+        text.push(format!("[older tasks: call list with cursor {cursor}]"));
     }
     text.join("\n")
 }

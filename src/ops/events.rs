@@ -6,6 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, timeout_at};
 
+use super::launch::blocking;
 use super::wait::refresh;
 use super::watch::Changes;
 use crate::error::{Error, Result};
@@ -84,7 +85,7 @@ pub async fn wait_event(
     // Watch first, then look: an event appended in between still wakes us.
     let mut changes = Changes::watch(&log.dir())?;
     loop {
-        if let Some(e) = log.take(session, kinds, holder.as_str(), holder_alive)? {
+        if let Some(e) = blocking(|| log.take(session, kinds, holder.as_str(), holder_alive))? {
             return Ok(e);
         }
         if timeout_at(deadline, changes.next()).await.is_err() {
@@ -130,9 +131,8 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
     }
     if text.len() > MAX_MESSAGE {
         return Err(Error::Usage(format!(
-            "the message is {} bytes, more than the {MAX_MESSAGE} an event carries; write the rest to a file and \
-             name the file in the message",
-            text.len()
+            "the message is longer than the {MAX_MESSAGE} bytes an event carries; write it to a file and name the \
+             file in the message"
         )));
     }
     let mut event = Event::new(if question { EventKind::Question } else { EventKind::Message }, &session);

@@ -147,13 +147,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
     // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
     // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
     // CLI does it in place, single-threaded, so that it can fork its supervisor.
-    let multi = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi {
-        tokio::task::block_in_place(|| supervisor::launch(store, token, lock))?;
-    } else {
-        supervisor::launch(store, token, lock)?;
-    }
+    blocking(|| supervisor::launch(store, token, lock))?;
     Ok(token)
 }
 
@@ -179,6 +173,14 @@ fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
         AWAIT_TIMEOUT.as_secs()
     ));
     Ok(v)
+}
+
+/// Run blocking work (the store, a launch): in place on the CLI's single thread; on a
+/// multi-threaded runtime (the MCP server) so that the other calls go on meanwhile.
+pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    let multi = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if multi { tokio::task::block_in_place(work) } else { work() }
 }
 
 /// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.

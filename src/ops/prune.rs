@@ -53,6 +53,7 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
     refresh_open(store)?;
     let cutoff = rule.older_than.map(|d| now.saturating_sub(d.as_millis() as u64));
     let mut removed = Vec::new();
+    let mut events_removed = 0;
     for rec in store.finished(rule.keep.unwrap_or(0), cutoff)? {
         let view = TaskView::of(store, &rec, false)?;
         if !rule.dry_run {
@@ -67,12 +68,13 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
                 }
             };
             let Some(_lock) = lock else { continue };
-            store.remove_task(&rec)?;
+            events_removed += store.remove_task(&rec)?;
         }
         removed.push(view);
     }
-    let gone: Vec<Token> = removed.iter().map(|v| v.token).collect();
-    let events_removed = store.events().remove(&gone, cutoff.or(rule.keep.map(|_| now)), rule.dry_run)?;
+    // A dry run counts the removed tasks' events; a real one removed them with each task.
+    let counted: Vec<Token> = if rule.dry_run { removed.iter().map(|v| v.token).collect() } else { Vec::new() };
+    events_removed += store.events().remove(&counted, cutoff.or(rule.keep.map(|_| now)), rule.dry_run)?;
     if !rule.dry_run {
         store.compact();
     }

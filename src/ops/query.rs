@@ -27,8 +27,8 @@ pub struct ListFilter {
     pub offset: usize,
     /// At most this many (`None`: all).
     pub limit: Option<usize>,
-    /// Only tasks older than this one (a cursor: the last task of the previous page).
-    pub before: Option<Token>,
+    /// Only tasks older than this cursor (`Listing::cursor` of the previous page's last task).
+    pub before: Option<String>,
 }
 
 /// Record `lost` for every task whose supervisor died unnoticed, so that the stored statuses
@@ -49,15 +49,34 @@ pub struct Listing {
     pub tasks: Vec<TaskView>,
     /// Whether older tasks match beyond this page.
     pub more: bool,
+    /// Where each task stands in the order (creation time, token), for cursors.
+    keys: Vec<(u64, Token)>,
+}
+
+impl Listing {
+    /// The cursor that continues after the `i`th task: it stays valid when that task is
+    /// pruned meanwhile.
+    pub fn cursor(&self, i: usize) -> Option<String> {
+        self.keys.get(i).map(|(at, t)| format!("{at}-{t}"))
+    }
+}
+
+/// The position a cursor names; a clear error for anything `Listing::cursor` did not make.
+fn parse_cursor(cursor: &str) -> Result<(u64, Token)> {
+    let bad = || {
+        Error::Usage(format!(
+            "cursor `{}` is not one `list` gave; leave it out for the first page",
+            crate::task::input_preview(cursor)
+        ))
+    };
+    let (at, t) = cursor.split_once('-').ok_or_else(bad)?;
+    Ok((at.parse().map_err(|_| bad())?, Token::parse(t).map_err(|_| bad())?))
 }
 
 /// The tasks of the home matching `filter`, newest first, one page.
 pub fn list(store: &Store, filter: &ListFilter) -> Result<Listing> {
     refresh_open(store)?;
-    let before = match filter.before {
-        Some(t) => Some((store.read_record(t)?.created_at_ms, t)),
-        None => None,
-    };
+    let before = filter.before.as_deref().map(parse_cursor).transpose()?;
     let page = Page {
         status: filter.status,
         role: filter.role.clone(),
@@ -70,7 +89,8 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Listing> {
     let more = filter.limit.is_some_and(|l| recs.len() > l);
     recs.truncate(filter.limit.unwrap_or(usize::MAX));
     let tasks = recs.iter().map(|r| TaskView::of(store, r, false)).collect::<Result<_>>()?;
-    Ok(Listing { tasks, more })
+    let keys = recs.iter().map(|r| (r.created_at_ms, r.token)).collect();
+    Ok(Listing { tasks, more, keys })
 }
 
 /// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.

@@ -140,71 +140,113 @@ pub fn err(what: impl FnOnce() -> String) -> impl FnOnce(rusqlite::Error) -> Err
 
 /// Open the database of `home` (created if missing), read-write if the home allows it, else
 /// read-only; bring the schema up to date.
+///
+/// The database file is only ever opened by SQLite: closing any other descriptor on it would
+/// drop the POSIX locks this process's connections hold on it.
 fn open(home: &Path) -> Result<Connection> {
     let file = path(home);
     let what = || format!("cannot open the store {}", file.display());
-    // Made 0600 here, not by SQLite (0644); the WAL and shared-memory files take its mode. A
-    // symlink planted at its name is refused, here and by SQLite.
-    if let Err(e) = super::files::open(&file, super::files::Access::ReadWriteCreate)
-        && e.get_ref().is_some_and(|r| r.is::<super::Refused>())
-    {
-        return Err(Error::from_io(e, what));
+    // A symlink planted at its name is refused with the home's own words (SQLite refuses it too).
+    if std::fs::symlink_metadata(&file).is_ok_and(|m| !m.is_file()) {
+        let refused = super::files::open(&file, super::files::Access::Read).err();
+        return Err(refused.map_or_else(|| Error::Internal(what()), |e| Error::from_io(e, what)));
     }
     let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_URI;
+    let created = !file.exists();
     let rw =
         Connection::open_with_flags(&file, base | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE);
     let conn = match rw {
         Ok(c) => c,
+        Err(_) if read_only_home(home) && !file.exists() => return Err(no_store_here(home)),
         Err(e) if read_only_home(home) => open_read_only(&file, base).map_err(|_| e).map_err(err(what))?,
         Err(e) => return Err(err(what)(e)),
     };
+    if created {
+        // SQLite makes it 0644; the WAL and shared-memory files, made on first use, take its
+        // mode. (chmod by name: no descriptor of ours on the file.)
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::from_io(e, what))?;
+    }
     conn.busy_timeout(BUSY_WAIT).map_err(err(what))?;
     // Most commands are short processes: closing the last connection would otherwise copy the
     // WAL into the database, sync it and delete the WAL, for every command. Commits check
     // point the WAL once it holds 1 000 pages.
     conn.set_db_config(rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true).map_err(err(what))?;
     // Not-final writes need not reach the disk before returning (a crash then loses nothing
-    // true: the task would be `lost`); the final ones raise this to FULL (see `durably`).
+    // true: the task would be `lost`); the final ones raise this to FULL (see `write_durably`).
     conn.pragma_update(None, "synchronous", "NORMAL").map_err(err(what))?;
     let read_version = |conn: &Connection| conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0));
     if read_version(&conn).ok() == Some(SCHEMA_VERSION) {
         return Ok(conn);
     }
+    if read_only_home(home) {
+        return match read_version(&conn).map_err(err(what))? {
+            v if v > SCHEMA_VERSION => Err(newer(&file, v)),
+            _ => Err(no_store_here(home)),
+        };
+    }
     // The first open by this release, or another process is setting the store up right now:
-    // one process at a time, under an flock on the database file (which SQLite's own fcntl
-    // locks do not see).
-    let _setup = if read_only_home(home) { None } else { Some(super::FileLock::take(&file)?) };
+    // one process at a time, under an flock on the home directory.
+    let _setup = lock_dir(home).map_err(|e| Error::from_io(e, what))?;
     let version = read_version(&conn).map_err(err(what))?;
     if version > SCHEMA_VERSION {
-        return Err(Error::Usage(format!(
-            "the store {} was written by a newer agentctl (schema {version}, this one knows {SCHEMA_VERSION}); use \
-             that release, or another home",
-            file.display()
-        )));
+        return Err(newer(&file, version));
     }
     if version < SCHEMA_VERSION {
-        migrate(&conn, home).map_err(|e| match e {
-            Error::Io { .. } if read_only_home(home) => Error::Usage(format!(
-                "the home {} was written by an earlier agentctl and must be brought up to date once, which needs \
-                 write access to it; run any command with write access first",
-                home.display()
-            )),
-            e => e,
-        })?;
+        migrate(&conn, home)?;
     }
     Ok(conn)
 }
 
-/// Read-only: a home on a read-only mount. A WAL database there cannot create its shared
-/// memory file, so it is opened as immutable: nobody can change it meanwhile anyway.
+fn newer(file: &Path, version: i64) -> Error {
+    Error::Usage(format!(
+        "the store {} was written by a newer agentctl (schema {version}, this one knows {SCHEMA_VERSION}); use that \
+         release, or another home",
+        file.display()
+    ))
+}
+
+fn no_store_here(home: &Path) -> Error {
+    Error::Usage(format!(
+        "the home {} is read-only and its store is not set up for this agentctl (it was written by an earlier \
+         release, or nothing has run in it): run any command on it once with write access",
+        home.display()
+    ))
+}
+
+/// An exclusive flock on the directory `dir`, held while the returned file is open.
+fn lock_dir(dir: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(dir)?;
+    loop {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
+            return Ok(f);
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
+/// Read-only: a home on a read-only mount. A WAL database there is read through its existing
+/// shared-memory file; without one, as immutable (nobody can change it meanwhile anyway).
 fn open_read_only(file: &Path, base: OpenFlags) -> rusqlite::Result<Connection> {
     let ro = base | OpenFlags::SQLITE_OPEN_READ_ONLY;
     let conn = Connection::open_with_flags(file, ro)?;
     match conn.query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(())) {
         Ok(()) => Ok(conn),
         Err(_) => {
-            let uri = format!("file:{}?immutable=1", file.display());
-            Connection::open_with_flags(uri, ro)
+            let escaped: String = file
+                .to_string_lossy()
+                .chars()
+                .map(|c| match c {
+                    '%' | '?' | '#' => format!("%{:02X}", c as u32),
+                    c => c.to_string(),
+                })
+                .collect();
+            Connection::open_with_flags(format!("file:{escaped}?immutable=1"), ro)
         }
     }
 }
@@ -223,17 +265,22 @@ fn migrate(conn: &Connection, home: &Path) -> Result<()> {
     // Both only take effect on a new database; prune gives freed pages back (`compact`).
     conn.pragma_update(None, "auto_vacuum", "INCREMENTAL").map_err(err(what))?;
     conn.pragma_update(None, "journal_mode", "WAL").map_err(err(what))?;
+    // An earlier release's supervisor may still append to its event log meanwhile.
+    let _events = legacy::lock_events(home)?;
     let tx = write_durably(conn).map_err(err(what))?;
     let version: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(err(what))?;
+    let mut imported = None;
     for (i, step) in MIGRATIONS.iter().enumerate().skip(version as usize) {
         tx.execute_batch(step).map_err(err(what))?;
         if i == 0 {
-            legacy::import_files(&tx, home)?;
+            imported = Some(legacy::import_files(&tx, home)?);
         }
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err(what))?;
     tx.commit().map_err(err(what))?;
-    legacy::remove_imported_files(home);
+    if let Some(imported) = imported {
+        legacy::remove_imported_files(home, &imported);
+    }
     Ok(())
 }
 

@@ -115,7 +115,7 @@ impl Store {
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
         let ended_at = rec.ended.as_ref().map(|e| e.at_ms as i64);
-        let text = serde_json::to_string(rec).map_err(|e| Error::Internal(format!("cannot encode: {e}")))?;
+        let text = super::tasks::to_json(rec)?;
         let changed = tx
             .execute(
                 "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4 WHERE token = ?1 AND ended_at_ms IS NULL",
@@ -140,8 +140,9 @@ impl Store {
     /// upgrade (see `legacy`); its event comes in with that release's event log. The caller
     /// holds the task's lock.
     pub fn adopt_late_end(&self, t: Token) -> Result<Option<TaskRecord>> {
-        let Some(rec) = super::legacy::late_record(self, t) else { return Ok(None) };
+        let Some((rec, file)) = super::legacy::late_record(self, t) else { return Ok(None) };
         self.record_end(&rec, None)?;
+        let _ = fs::remove_file(file);
         self.read_record(t).map(Some)
     }
 
@@ -149,7 +150,7 @@ impl Store {
     /// holds: tasks whose launcher failed or died before saving the record. Returns how many
     /// were (or, with `dry_run`, would be) removed.
     pub fn remove_strays(&self, age: std::time::Duration, dry_run: bool) -> Result<usize> {
-        let known = self.all_tokens()?;
+        let known: std::collections::HashSet<Token> = self.tokens_where("1")?.into_iter().collect();
         let mut removed = 0;
         for t in self.tokens()?.into_iter().filter(|t| !known.contains(t)) {
             let dir = self.task_dir(t);
@@ -197,9 +198,10 @@ impl Store {
         Ok(())
     }
 
-    /// Remove everything a finished task left: log, summary, question file, record. The caller
-    /// has checked it is finished and holds its lock.
-    pub fn remove_task(&self, rec: &TaskRecord) -> Result<()> {
+    /// Remove everything a finished task left: log, summary, question file, record and events
+    /// (in one transaction). The caller has checked it is finished and holds its lock. Returns
+    /// how many events went with it.
+    pub fn remove_task(&self, rec: &TaskRecord) -> Result<usize> {
         self.remove_history(&rec.role, rec.token)?;
         let dir = self.task_dir(rec.token);
         match fs::remove_dir_all(&dir) {
@@ -210,23 +212,22 @@ impl Store {
         }
         let what = || format!("cannot remove task {}", rec.token);
         let conn = self.db()?;
-        conn.execute("DELETE FROM tasks WHERE token = ?1", [rec.token.as_str()]).map_err(err(what))?;
-        Ok(())
+        let tx = db::write(&conn).map_err(err(what))?;
+        let events = tx.execute("DELETE FROM events WHERE token = ?1", [rec.token.as_str()]).map_err(err(what))?;
+        tx.execute("DELETE FROM tasks WHERE token = ?1", [rec.token.as_str()]).map_err(err(what))?;
+        tx.commit().map_err(err(what))?;
+        Ok(events)
     }
 
     /// Give the space of removed tasks and events back to the file system (best effort).
     pub fn compact(&self) {
-        if let Ok(conn) = self.db() {
-            let _ = conn.execute_batch("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);");
+        let Ok(conn) = self.db() else { return };
+        // Each row it steps through is a page given back.
+        if let Ok(mut stmt) = conn.prepare("PRAGMA incremental_vacuum")
+            && let Ok(mut rows) = stmt.query([])
+        {
+            while let Ok(Some(_)) = rows.next() {}
         }
-    }
-
-    /// The token of every task in the database.
-    fn all_tokens(&self) -> Result<std::collections::HashSet<Token>> {
-        let what = || "cannot list the tasks".to_owned();
-        let conn = self.db()?;
-        let mut stmt = conn.prepare("SELECT token FROM tasks").map_err(err(what))?;
-        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err(what))?;
-        Ok(rows.flatten().filter_map(|t| Token::parse(&t).ok()).collect())
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 }

@@ -1,6 +1,6 @@
 //! Exclusive file locks (flock). A task's lock is held by its supervisor for its whole life,
-//! so a free lock with no final record means the supervisor died; the event log's lock
-//! serialises appends and consumption.
+//! so a free lock with no final record means the supervisor died. (An earlier release's event
+//! log is appended to under one too; see `legacy`.)
 
 use std::fs::File;
 use std::io;

@@ -89,7 +89,7 @@ impl Store {
         &self.home
     }
 
-    /// `tasks/<token>/`: the record, spec, lock and control socket of one task.
+    /// `tasks/<token>/`: the lock, control socket and line count of one task.
     pub fn task_dir(&self, t: Token) -> PathBuf {
         self.home.join("tasks").join(t.as_str())
     }
@@ -238,12 +238,15 @@ impl Store {
     /// The tasks whose record is not final: running ones, and any whose supervisor died
     /// unnoticed. Their number does not grow with history.
     pub fn open_tokens(&self) -> Result<Vec<Token>> {
+        self.tokens_where("ended_at_ms IS NULL")
+    }
+
+    /// The tokens of the tasks in the database that match `condition` (SQL of ours).
+    pub(super) fn tokens_where(&self, condition: &str) -> Result<Vec<Token>> {
+        let what = || "cannot list the tasks".to_owned();
         let conn = self.db()?;
-        let mut stmt = conn
-            .prepare_cached("SELECT token FROM tasks WHERE ended_at_ms IS NULL")
-            .map_err(err(|| "cannot list the running tasks".into()))?;
-        let rows =
-            stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err(|| "cannot list the running tasks".into()))?;
+        let mut stmt = conn.prepare_cached(&format!("SELECT token FROM tasks WHERE {condition}")).map_err(err(what))?;
+        let rows = stmt.query_map([], |r| r.get::<_, String>(0)).map_err(err(what))?;
         Ok(rows.flatten().filter_map(|t| Token::parse(&t).ok()).collect())
     }
 
@@ -270,19 +273,7 @@ impl Store {
         args.push(page.limit.map_or(-1, |l| l as i64).into());
         args.push((page.offset as i64).into());
         let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
-        let rows = stmt
-            .query_map(rusqlite::params_from_iter(args), |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(err(what))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (token, text) = row.map_err(err(what))?;
-            match Token::parse(&token).and_then(|t| from_json(t, &text)) {
-                Ok(rec) => out.push(rec),
-                // One damaged task must not hide the others.
-                Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
-            }
-        }
-        Ok(out)
+        records(stmt.query(rusqlite::params_from_iter(args)).map_err(err(what))?)
     }
 
     /// The finished tasks after the `keep` most recently ended, that ended at or before
@@ -298,17 +289,7 @@ impl Store {
             )
             .map_err(err(what))?;
         let cutoff = cutoff_ms.map_or(i64::MAX, |c| c as i64);
-        let rows = stmt
-            .query_map(params![keep as i64, cutoff], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(err(what))?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (token, text) = row.map_err(err(what))?;
-            if let Ok(rec) = Token::parse(&token).and_then(|t| from_json(t, &text)) {
-                out.push(rec);
-            }
-        }
-        Ok(out)
+        records(stmt.query(params![keep as i64, cutoff]).map_err(err(what))?)
     }
 
     /// Every task directory's token in the home, sorted (strays included: tasks whose launcher
@@ -328,11 +309,26 @@ impl Store {
 }
 
 /// A record or spec as stored.
-fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
+pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))
 }
 
 fn from_json<T: serde::de::DeserializeOwned>(t: Token, text: &str) -> Result<T> {
     serde_json::from_str(text)
         .map_err(|e| Error::Internal(format!("the stored record of task {t} is damaged ({e}); prune it")))
+}
+
+/// The records of rows of (token, record): one damaged record is skipped, with a word on
+/// stderr, so that it does not hide the others.
+fn records(mut rows: rusqlite::Rows<'_>) -> Result<Vec<TaskRecord>> {
+    let what = || "cannot list the tasks".to_owned();
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(err(what))? {
+        let (token, text): (String, String) = (row.get(0).map_err(err(what))?, row.get(1).map_err(err(what))?);
+        match Token::parse(&token).and_then(|t| from_json(t, &text)) {
+            Ok(rec) => out.push(rec),
+            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
+        }
+    }
+    Ok(out)
 }

@@ -270,3 +270,34 @@ fn a_supervisor_of_the_previous_release_still_running_at_the_upgrade_is_taken_in
 fn copy_of_fixture(rel: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/homes/0.1.0").join(rel)
 }
+
+#[test]
+fn the_first_command_on_a_home_of_the_previous_release_can_be_a_wait() {
+    let h = Home::new();
+    copy_legacy_home(&h);
+    // Event 1 was taken under 0.1.0: the first wait gets event 2, never 1 again.
+    let e = h.run(&["--json", "wait", "--session", "lead", "--timeout", "5s"], 0).json();
+    assert_eq!((e["seq"].as_u64(), e["token"].as_str()), (Some(2), Some("68a936")), "{e}");
+}
+
+#[test]
+fn prune_gives_the_space_of_what_it_removed_back() {
+    let h = Home::new();
+    let big = "z".repeat(200_000);
+    for _ in 0..20 {
+        let mut n =
+            h.cmd().args(["notify", "--session", "s", "-"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+        std::io::Write::write_all(&mut n.stdin.take().unwrap(), big.as_bytes()).unwrap();
+        assert!(n.wait().unwrap().success());
+        h.run(&["wait", "--session", "s", "--timeout", "5s"], 0);
+    }
+    h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0);
+    let size = || std::fs::metadata(h.path().join("agentctl.db")).unwrap().len();
+    let pages = |what: &str| -> i64 { h.db().query_row(&format!("PRAGMA {what}"), [], |r| r.get(0)).unwrap() };
+    let pruned = h.run(&["--json", "prune", "--keep", "0"], 0).json();
+    assert_eq!((pruned["count"].as_u64(), pruned["events_removed"].as_u64()), (Some(1), Some(21)), "{pruned}");
+    assert_eq!(pages("freelist_count"), 0, "freed pages were not given back");
+    assert!(size() < 1 << 20, "the store is still {} bytes", size());
+    let wal = std::fs::metadata(h.path().join("agentctl.db-wal")).map_or(0, |m| m.len());
+    assert!(wal < 1 << 20, "the WAL is still {wal} bytes");
+}

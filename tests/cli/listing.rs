@@ -44,7 +44,7 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     assert_eq!(rest["tasks"][0]["token"], tasks[0]["token"]);
     assert!(rest["next_offset"].is_null(), "{rest}");
     let r = h.run(&["list", "--limit", "1"], 0);
-    assert!(r.stderr.contains("agentctl list --offset 1"), "{}", r.stderr);
+    assert!(r.stderr.contains("`agentctl list --limit 1 --offset 1`"), "{}", r.stderr);
     h.run(&["halt", &running], 0);
 }
 

@@ -183,7 +183,13 @@ fn after_a_supervisor_died_only_processes_proven_the_tasks_are_ended() {
     // Both children stay in the task's session; one runs with an empty environment, so it
     // cannot be told from a process of a session that reused the id.
     let (_, pids, st) =
-        kill_the_supervisor_of(&h, "sleep 1000 & a=$!; env -i /bin/sleep 1000 & echo $a $! > $PF; wait");
+        // (Its pid is written once it runs `sleep`: before the exec it is still the shell, which
+        // has the token.)
+        kill_the_supervisor_of(
+            &h,
+            "sleep 1000 & a=$!; env -i /bin/sleep 1000 & b=$!; \
+             until [ \"$(cat /proc/$b/comm)\" = sleep ]; do :; done; echo $a $b > $PF; wait",
+        );
     let (with_token, without) = (pids[0], pids[1]);
     assert_eq!(st["status"], "lost", "{st}");
     let note = st["note"].as_str().unwrap();
