@@ -131,9 +131,19 @@ pub fn err(what: impl FnOnce() -> String) -> impl FnOnce(rusqlite::Error) -> Err
             }
             _ => None,
         };
+        let advice = match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                "; another process held the store for over a minute: try again, and look for a stuck agentctl"
+            }
+            Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase) => {
+                "; the store is damaged: move agentctl.db (and its -wal and -shm files) aside to start a new one, or \
+                 restore it from a backup"
+            }
+            _ => "",
+        };
         match kind {
             Some(kind) => Error::Io { context: what(), source: std::io::Error::new(kind, e) },
-            None => Error::Internal(format!("{}: {e}", what())),
+            None => Error::Internal(format!("{}: {e}{advice}", what())),
         }
     }
 }
