@@ -82,14 +82,23 @@ pub async fn wait_event(
     let session = session.as_str();
     let deadline = Instant::now() + limit;
     let log = store.events();
-    // Watch first, then look: an event appended in between still wakes us.
-    let mut changes = Changes::watch(&log.dir())?;
+    // Watch first, then look: an event appended in between still wakes us. The session's
+    // bell, and the directory an earlier release appends to.
+    let mut rung = Changes::watch(&log.bell(session)?)?;
+    let mut legacy = Changes::watch(&log.dir())?;
     loop {
         if let Some(e) = blocking(|| log.take(session, kinds, holder.as_str(), holder_alive))? {
             return Ok(e);
         }
-        if timeout_at(deadline, changes.next()).await.is_err() {
-            return Ok(Event::new(EventKind::Timeout, session));
+        let changed = async {
+            tokio::select! {
+                r = rung.next() => r,
+                r = legacy.next() => r,
+            }
+        };
+        match timeout_at(deadline, changed).await {
+            Ok(woken) => woken?,
+            Err(_) => return Ok(Event::new(EventKind::Timeout, session)),
         }
     }
 }
@@ -181,7 +190,11 @@ pub async fn follow_events(
     mut show: impl FnMut(&LoggedEvent) -> std::io::Result<()>,
 ) -> Result<()> {
     session.map(check_session).transpose()?;
-    let mut changes = Changes::watch(&store.events().dir())?;
+    // Every bell (made if missing, so that it can be watched), and where an earlier release
+    // appends.
+    store.events().bell(session.unwrap_or("default"))?;
+    let mut rung = Changes::watch(&store.events().bells())?;
+    let mut legacy = Changes::watch(&store.events().dir())?;
     let mut seen = 0;
     loop {
         let page = read_events(store, session, seen, Some(EVENT_PAGE))?;
@@ -192,7 +205,10 @@ pub async fn follow_events(
             }
         }
         if page.len() < EVENT_PAGE {
-            changes.next().await?;
+            tokio::select! {
+                r = rung.next() => r?,
+                r = legacy.next() => r?,
+            }
         }
     }
 }

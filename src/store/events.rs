@@ -4,10 +4,11 @@
 //! An event is waiting (0), handed out to a holder (1), or delivered (2). A holder names one
 //! waiter: a process (pid, start time, boot) and a connection within it. What it holds goes
 //! back to waiting when it lets go (`release`), or when its process is found dead; it becomes
-//! delivered when the holder confirms it (`confirm`). Writers ring `events/bell` after each
-//! new event, so that waiters, who watch `events/`, look again.
+//! delivered when the holder confirms it (`confirm`). Writers ring the session's bell in
+//! `events/bells/` after each new event, so that its waiters, who watch it, look again.
 
-use std::path::PathBuf;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -15,8 +16,11 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::Store;
 use super::db::{self, err};
 use super::files::{self, Access};
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::task::{Event, EventKind, Token, unix_ms};
+
+/// How many bells the sessions share.
+const BELLS: u64 = 64;
 
 /// The events of one home.
 pub struct EventLog<'a> {
@@ -35,9 +39,32 @@ impl<'a> EventLog<'a> {
         EventLog { store }
     }
 
-    /// The directory to watch for new events.
+    /// The directory where an earlier release appends events (see `legacy`): watched too.
     pub fn dir(&self) -> PathBuf {
         self.store.home().join("events")
+    }
+
+    /// The directory of the bells, to watch for new events of any session.
+    pub fn bells(&self) -> PathBuf {
+        self.dir().join("bells")
+    }
+
+    /// The bell rung for new events of `session` (made if missing, so that it can be watched):
+    /// one of `BELLS`, so that an event wakes the waiters of a few sessions, not all.
+    pub fn bell(&self, session: &str) -> Result<PathBuf> {
+        let path = self.bell_path(session);
+        if fs::symlink_metadata(&path).is_err() {
+            super::home::ensure_dir(self.store.home(), Path::new("events/bells"))?;
+            files::open(&path, Access::ReadWriteCreate).ctx(|| format!("cannot create {}", path.display()))?;
+        }
+        Ok(path)
+    }
+
+    fn bell_path(&self, session: &str) -> PathBuf {
+        // FNV-1a: the same bell for a session in every process.
+        let hash =
+            session.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        self.bells().join(format!("{:02x}", hash % BELLS))
     }
 
     /// Append `event`, giving it the next seq and the current time. Durable when this returns.
@@ -46,15 +73,25 @@ impl<'a> EventLog<'a> {
         let tx = db::write_durably(&conn).map_err(err(what_append))?;
         let event = insert(&tx, event)?;
         tx.commit().map_err(err(what_append))?;
-        self.ring();
+        self.ring(&event.session);
         Ok(event)
     }
 
-    /// Tell waiters something changed: a write to `events/bell`, which they watch.
-    pub fn ring(&self) {
-        let bell = self.dir().join("bell");
-        if let Ok(f) = files::open(&bell, Access::ReadWriteCreate) {
+    /// Tell the waiters of `session` that something changed (a write to its bell).
+    pub fn ring(&self, session: &str) {
+        if let Ok(bell) = self.bell(session)
+            && let Ok(f) = files::open(&bell, Access::ReadWriteCreate)
+        {
             let _ = rustix::io::pwrite(&f, b"\n", 0);
+        }
+    }
+
+    /// Ring every bell (events of any session came in).
+    pub fn ring_all(&self) {
+        for i in 0..BELLS {
+            if let Ok(f) = files::open(&self.bells().join(format!("{i:02x}")), Access::ReadWriteCreate) {
+                let _ = rustix::io::pwrite(&f, b"\n", 0);
+            }
         }
     }
 
@@ -109,14 +146,22 @@ impl<'a> EventLog<'a> {
 
     /// Put back what `holder` holds (its answers never arrived): the next waiter gets it.
     pub fn release(&self, holder: &str) -> Result<usize> {
+        let what = || "cannot put events back".to_owned();
         let conn = self.store.db()?;
-        let n = conn
-            .execute("UPDATE events SET state = 0, holder = NULL WHERE state = 1 AND holder = ?1", [holder])
-            .map_err(err(|| "cannot put events back".into()))?;
-        if n > 0 {
-            self.ring();
+        let mut stmt = conn
+            .prepare_cached(
+                "UPDATE events SET state = 0, holder = NULL WHERE state = 1 AND holder = ?1 RETURNING session",
+            )
+            .map_err(err(what))?;
+        let sessions: Vec<String> = stmt
+            .query_map([holder], |r| r.get(0))
+            .map_err(err(what))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(err(what))?;
+        for s in &sessions {
+            self.ring(s);
         }
-        Ok(n)
+        Ok(sessions.len())
     }
 
     /// Up to `limit` events of `session` (or of every session) after `after`, oldest first.

@@ -125,13 +125,13 @@ impl Store {
         if changed == 0 {
             return Ok(false);
         }
-        let rings = event.is_some();
+        let session = event.as_ref().map(|e| e.session.clone());
         if let Some(e) = event {
             super::events::insert(&tx, e)?;
         }
         tx.commit().map_err(err(what))?;
-        if rings {
-            self.events().ring();
+        if let Some(s) = session {
+            self.events().ring(&s);
         }
         Ok(true)
     }

@@ -181,7 +181,7 @@ pub(super) fn import_late_events(store: &Store) -> Result<()> {
     import_event_file(&tx, &dir, &HashSet::new())?;
     tx.commit().map_err(err(what))?;
     let _ = fs::remove_file(&taking);
-    store.events().ring();
+    store.events().ring_all();
     Ok(())
 }
 

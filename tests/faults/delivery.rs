@@ -32,12 +32,16 @@ fn a_wait_given_up_without_a_cancel_is_taken_over_by_the_next_one() {
     let h = Home::new();
     let mut mcp = RawMcp::start(&h, &[]);
     // The client gives up on call 100 (its own timeout) without telling the server, and waits
-    // again: the event posted next goes to the call it still reads.
-    send_wait(&mut mcp, 100, json!({"session": "s", "timeout_secs": 30}));
+    // again: the event posted next goes to the call it still reads. (Call 100's first progress
+    // report shows it is under way before call 101 is sent, as a client's timeout would.)
+    let msg = json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {
+        "name": "wait_for_event", "arguments": {"session": "s", "timeout_secs": 30}, "_meta": {"progressToken": "w100"}}});
+    mcp.send(&msg);
+    while mcp.receive().expect("the server answered")["params"]["progressToken"] != "w100" {}
     send_wait(&mut mcp, 101, json!({"session": "s", "timeout_secs": 30}));
     let old = answers(&mut mcp, &[100]).remove(0).1;
     assert_eq!(old["type"], "timeout", "{old}");
-    assert!(old["note"].as_str().unwrap().contains("newer wait_for_event"), "{old}");
+    assert!(old["note"].as_str().is_some_and(|n| n.contains("newer wait_for_event")), "{old}");
     h.run(&["notify", "--session", "s", "hello"], 0);
     let new = answers(&mut mcp, &[101]).remove(0).1;
     assert_eq!(new["text"], "hello", "{new}");
