@@ -54,8 +54,10 @@ impl AgentctlServer {
             // Handed back: say how long this server's `await` blocks.
             v.message = Some(format!(
                 "Task {token} is running in the background. Call `await` with its token for the result (each \
-                 call waits up to {}; call it again to keep waiting), or `halt` to stop it.",
-                seconds_text(self.options.max_wait.0)
+                 call waits up to {}; call it again to keep waiting), `wait_for_event` for whichever task of \
+                 session {} ends first, or `halt` to stop it.",
+                seconds_text(self.options.max_wait.0),
+                v.session
             ));
         }
         if let Some(note) = note {
