@@ -2,82 +2,22 @@
 
 Run through scripts/bench, which builds agentctl, installs pueue and builds helper.c first.
 Every figure is a median over repetitions (min-max shown), each peer measured the same way.
+Figure 9 (history.py) sets agentctl beside itself: a home with a long history against an empty one.
 """
 
 import json
 import os
 import pathlib
-import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-BUILD = ROOT / "target" / "bench"
-AGENTCTL = str(ROOT / "target" / "release" / "agentctl")
-SUMMARIZE = str(ROOT / "target" / "release" / "examples" / "summarize")
-HELPER = str(BUILD / "helper")
-PUEUE = str(BUILD / "tools" / "bin" / "pueue")
-PUEUED = str(BUILD / "tools" / "bin" / "pueued")
-GIB = 1 << 30
-
-ROWS = []
-
-
-def quiet(cmd, **kw):
-    return subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, check=True, **kw)
-
-
-def wall_ms(cmd, **kw):
-    t = time.perf_counter()
-    out = quiet(cmd, **kw)
-    return (time.perf_counter() - t) * 1000, out.stdout
-
-
-def stats(xs):
-    xs = sorted(xs)
-    p99 = xs[min(len(xs) - 1, int(len(xs) * 0.99))]
-    return {"median": statistics.median(xs), "min": xs[0], "max": xs[-1], "p99": p99}
-
-
-def fmt(s, unit, digits=1):
-    return f"{s['median']:.{digits}f} {unit} ({s['min']:.{digits}f}–{s['max']:.{digits}f})"
-
-
-def row(figure, ours, peers, ratio, target):
-    ROWS.append((figure, ours, peers, ratio, target))
-    print(f"  {figure}: {ours} | {peers} | {ratio} | {target}", flush=True)
-
-
-def private_kib(pid):
-    """Private memory of a process (clean + dirty), from smaps_rollup."""
-    total = 0
-    for line in pathlib.Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-        if line.startswith(("Private_Clean:", "Private_Dirty:", "Private_Hugetlb:")):
-            total += int(line.split()[1])
-    return total
-
-
-class Agentctl:
-    def __init__(self, tmp):
-        self.home = tmp / "agentctl-home"
-        self.env = dict(os.environ, AGENTCTL_HOME=str(self.home))
-        self.env.pop("AGENTCTL_SESSION", None)
-        self.env.pop("AGENTCTL_TOKEN", None)
-
-    def cmd(self, *args):
-        return [AGENTCTL, *args]
-
-    def run(self, *args):
-        return quiet(self.cmd(*args), env=self.env).stdout
-
-    def start(self, *argv):
-        return json.loads(self.run("--json", "run", "--async", "--", *argv))["token"]
-
-    def record(self, token):
-        return json.loads((self.home / "tasks" / token / "record.json").read_text())
+from common import (
+    AGENTCTL, BUILD, GIB, HELPER, PUEUE, PUEUED, ROWS, SUMMARIZE, Agentctl, fmt, private_kib, quiet, row, stats,
+    wall_ms,
+)
+from history import fig_history, fill, take_seeds
 
 
 class Pueue:
@@ -294,24 +234,8 @@ def fig_summary(ag, pq, tmp, n=5):
 
 
 def fig_listing(ag, pq, tmp, n=10_000, reps=5):
-    # 10 000 finished tasks: one real one, cloned under fresh tokens (listing reads records only).
-    seed = ag.start("true")
-    ag.run("await", seed)
-    rec = ag.record(seed)
-    tasks = ag.home / "tasks"
-    hist = ag.home / "subagents" / rec["role"] / "data" / "history"
-    for i in range(n):
-        tok = f"{i + 0x100000:06x}"[-6:]
-        if tok == seed:
-            continue
-        d = tasks / tok
-        d.mkdir(mode=0o700, exist_ok=True)
-        rec["token"] = tok
-        (d / "record.json").write_text(json.dumps(rec))
-        shutil.copy(tasks / seed / "spec.json", d / "spec.json")
-        (d / "lock").touch()
-        shutil.copy(hist / f"{seed}.log", hist / f"{tok}.log")
-        shutil.copy(hist / f"{seed}.summary.md", hist / f"{tok}.summary.md")
+    # 10 000 finished tasks: real ones, cloned under fresh tokens (see history.fill).
+    fill(ag, take_seeds(ag), n, n, time.time_ns() // 1_000_000)
     ours = stats([wall_ms(ag.cmd("--json", "list"), env=ag.env)[0] for _ in range(reps)])
 
     pq.reset()
@@ -375,7 +299,9 @@ def machine():
 
 
 def main():
-    figures = [fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp]
+    figures = [
+        fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history
+    ]
     only = set(sys.argv[1:])
     # Homes, pueue's data and the logs live in the system's temp directory, as a user's state
     # would, not in the checkout: a tool watching a source tree can slow each file operation

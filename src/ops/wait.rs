@@ -81,9 +81,10 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
                 Ok(Some(pending)) => pending.finished().await,
                 Ok(None) | Err(_) => false,
             };
-            // Not listening yet (starting) or any more (just ended), or closed without an
-            // answer (out of descriptors): look again, in a moment.
-            if !answered {
+            // Not listening any more, or closed without an answer: most often the task has just
+            // ended (its supervisor was leaving as we connected), so look again at once. Not
+            // listening yet (starting), or out of descriptors: look again in a moment.
+            if !answered && !refresh(store, token).is_ok_and(|r| r.status().is_final()) {
                 sleep(SETTLE).await;
             }
         };

@@ -15,14 +15,15 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
 const BUSY_WAIT: Duration = Duration::from_secs(60);
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 1] = [r"
+const MIGRATIONS: [&str; 2] = [
+    r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
         created_at_ms INTEGER NOT NULL,
@@ -59,7 +60,14 @@ const MIGRATIONS: [&str; 1] = [r"
 
     -- Facts about the store itself (what was imported from files).
     CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL) WITHOUT ROWID;
-"];
+",
+    // A page of `list --status` or `--role` reads its own tasks, newest first, not every task
+    // of the home in turn.
+    r"
+    CREATE INDEX tasks_by_status ON tasks(status, created_at_ms, token);
+    CREATE INDEX tasks_by_role ON tasks(role, created_at_ms, token);
+",
+];
 
 /// The database file of a home.
 pub fn path(home: &Path) -> PathBuf {

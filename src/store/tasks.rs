@@ -254,24 +254,7 @@ impl Store {
     pub fn page(&self, page: &Page) -> Result<Vec<TaskRecord>> {
         let what = || "cannot list the tasks".to_owned();
         let conn = self.db()?;
-        let mut sql = String::from("SELECT token, record FROM tasks WHERE 1");
-        let mut args: Vec<rusqlite::types::Value> = Vec::new();
-        if let Some(s) = page.status {
-            sql.push_str(" AND status = ?");
-            args.push(s.as_str().to_owned().into());
-        }
-        if let Some(r) = &page.role {
-            sql.push_str(" AND role = ?");
-            args.push(r.as_str().to_owned().into());
-        }
-        if let Some((at, t)) = page.before {
-            sql.push_str(" AND (created_at_ms, token) < (?, ?)");
-            args.push((at as i64).into());
-            args.push(t.as_str().to_owned().into());
-        }
-        sql.push_str(" ORDER BY created_at_ms DESC, token DESC LIMIT ? OFFSET ?");
-        args.push(page.limit.map_or(-1, |l| l as i64).into());
-        args.push((page.offset as i64).into());
+        let (sql, args) = page_query(page);
         let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
         records(stmt.query(rusqlite::params_from_iter(args)).map_err(err(what))?)
     }
@@ -308,6 +291,29 @@ impl Store {
     }
 }
 
+/// The query for `page` and its arguments.
+fn page_query(page: &Page) -> (String, Vec<rusqlite::types::Value>) {
+    let mut sql = String::from("SELECT token, record FROM tasks WHERE 1");
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    if let Some(s) = page.status {
+        sql.push_str(" AND status = ?");
+        args.push(s.as_str().to_owned().into());
+    }
+    if let Some(r) = &page.role {
+        sql.push_str(" AND role = ?");
+        args.push(r.as_str().to_owned().into());
+    }
+    if let Some((at, t)) = page.before {
+        sql.push_str(" AND (created_at_ms, token) < (?, ?)");
+        args.push((at as i64).into());
+        args.push(t.as_str().to_owned().into());
+    }
+    sql.push_str(" ORDER BY created_at_ms DESC, token DESC LIMIT ? OFFSET ?");
+    args.push(page.limit.map_or(-1, |l| l as i64).into());
+    args.push((page.offset as i64).into());
+    (sql, args)
+}
+
 /// A record or spec as stored.
 pub(super) fn to_json<T: serde::Serialize>(value: &T) -> Result<String> {
     serde_json::to_string(value).map_err(|e| Error::Internal(format!("cannot encode: {e}")))
@@ -331,4 +337,36 @@ fn records(mut rows: rusqlite::Rows<'_>) -> Result<Vec<TaskRecord>> {
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_page_is_read_through_an_index_in_its_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let conn = store.db().unwrap();
+        let (role, token) = (Role::parse("coder").unwrap(), Token::parse("abc123").unwrap());
+        for (status, role, before) in [
+            (None, None, None),
+            (Some(Status::Running), None, None),
+            (None, Some(role.clone()), None),
+            (Some(Status::Lost), Some(role), Some((5, token))),
+        ] {
+            let page = Page { status, role, before, offset: 0, limit: Some(51) };
+            let (sql, args) = page_query(&page);
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(args), |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(|r| r.unwrap())
+                .collect();
+            let filtered = page.status.is_some() || page.role.is_some() || page.before.is_some();
+            // Filtered: straight to the matching tasks; else the newest first, no sort either way.
+            let wanted = if filtered { "SEARCH tasks USING INDEX" } else { "SCAN tasks USING INDEX tasks_by_creation" };
+            assert!(plan.len() == 1 && plan[0].starts_with(wanted), "{sql}: {plan:?}");
+        }
+    }
 }
