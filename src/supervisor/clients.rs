@@ -42,7 +42,12 @@ impl Clients {
     /// Listen on `path` (however long its directory's path).
     pub fn listen(path: &Path) -> std::io::Result<Clients> {
         let addr = super::control::socket_addr(path)?;
-        let listener = UnixListener::bind(&addr.path)?;
+        // Made 0600 as it is made, like every file of the home. (The supervisor has one thread,
+        // and the agent it starts later gets the umask back.)
+        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
+        let bound = UnixListener::bind(&addr.path);
+        nix::sys::stat::umask(umask);
+        let listener = bound?;
         listener.set_nonblocking(true)?;
         let spare = (0..SPARE).filter_map(|_| File::open("/dev/null").ok()).collect();
         Ok(Clients { listener, list: Vec::new(), spare, listen_again: None })

@@ -40,6 +40,15 @@ fn the_home_is_private_dirs_0700_files_0600() {
 }
 
 #[test]
+fn a_running_tasks_control_socket_is_private_too() {
+    let h = Home::new();
+    let token = h.start(&["sleep", "30"]);
+    // Bound before the start was reported, so it is there now.
+    assert_eq!(mode(&h.path().join("tasks").join(&token).join("ctl.sock")), 0o600);
+    h.run(&["halt", &token], 0);
+}
+
+#[test]
 fn a_long_home_path_still_gets_a_working_control_socket() {
     let h = Home::under(&format!("{}/{}", "x".repeat(90), "y".repeat(60)));
     assert!(h.path().join("tasks/abcdef/ctl.sock").as_os_str().len() > 108);
