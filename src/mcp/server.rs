@@ -81,12 +81,7 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 impl Connection {
     fn new() -> Result<Connection> {
-        // The CLI's rule where the environment names a session (a server run inside a task
-        // reports to that task); else one of its own, so that two orchestrators sharing a home
-        // never take each other's events.
-        let env =
-            ["AGENTCTL_SESSION", "AGENTCTL_TOKEN"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
-        let session = if env { ops::session_of(None)? } else { format!("mcp-{:012x}", rand::random::<u64>() >> 16) };
+        let session = ops::connection_session()?;
         let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
         Ok(Connection { session, holder: ops::Holder::new(n), answered: Mutex::default(), waits: Mutex::default() })
     }

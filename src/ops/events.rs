@@ -28,6 +28,15 @@ pub fn session_of(flag: Option<&str>) -> Result<String> {
     Ok(s)
 }
 
+/// The default session of an MCP client connection: the CLI's rule where the environment names
+/// one (a server run inside a task reports to that task); else one of its own (`mcp-` and 12
+/// hex digits), so that two orchestrators sharing a home never take each other's events.
+pub fn connection_session() -> Result<String> {
+    let named =
+        ["AGENTCTL_SESSION", "AGENTCTL_TOKEN"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
+    if named { session_of(None) } else { Ok(format!("mcp-{:012x}", rand::random::<u64>() >> 16)) }
+}
+
 fn check_session(s: &str) -> Result<()> {
     Role::parse(s).map(drop).map_err(|_| {
         Error::Usage(format!(

@@ -14,8 +14,8 @@ mod watch;
 
 pub use agents::check_agents_file;
 pub use events::{
-    Holder, LoggedEvent, MAX_MESSAGE, delivered, follow_events, notify, read_events, session_of, undelivered,
-    wait_event,
+    Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
+    undelivered, wait_event,
 };
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
 pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};

@@ -205,7 +205,7 @@ fn open(home: &Path) -> Result<Connection> {
     }
     // The first open by this release, or another process is setting the store up right now:
     // one process at a time, under an flock on the home directory.
-    let _setup = lock_dir(home).map_err(|e| Error::from_io(e, what))?;
+    let _setup = super::FileLock::take_dir(home)?;
     let version = read_version(&conn).map_err(err(what))?;
     if version > SCHEMA_VERSION {
         return Err(newer(&file, version));
@@ -230,22 +230,6 @@ fn no_store_here(home: &Path) -> Error {
          release, or nothing has run in it): run any command on it once with write access",
         home.display()
     ))
-}
-
-/// An exclusive flock on the directory `dir`, held while the returned file is open.
-fn lock_dir(dir: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::fd::AsRawFd;
-    let f = std::fs::File::open(dir)?;
-    loop {
-        // SAFETY: flock on a descriptor we own.
-        if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) } == 0 {
-            return Ok(f);
-        }
-        let e = std::io::Error::last_os_error();
-        if e.kind() != std::io::ErrorKind::Interrupted {
-            return Err(e);
-        }
-    }
 }
 
 /// Read-only: a home on a read-only mount. A WAL database there is read through its existing

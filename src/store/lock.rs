@@ -58,6 +58,13 @@ impl FileLock {
         FileLock::lock(file, path, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
     }
 
+    /// Take an exclusive lock on the directory `dir` itself, waiting for its holder (only for
+    /// locks held briefly: a store's first setup).
+    pub fn take_dir(dir: &Path) -> Result<FileLock> {
+        let file = File::open(dir).ctx(|| format!("cannot open {}", dir.display()))?;
+        FileLock::lock(file, dir, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
+    }
+
     fn lock(file: File, path: &Path, how: libc::c_int) -> Result<Option<FileLock>> {
         // SAFETY: flock on a descriptor we own.
         loop {
