@@ -47,8 +47,9 @@ impl AgentctlServer {
         let LaunchRequest { mut launch, note } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
         let wait = launch.wait;
-        let token = ops::launch(&self.store, launch).await?;
-        let settled = self.watch(ops::settle(&self.store, token, wait), &ctx, || self.task_progress(token)).await;
+        let rec = ops::launch(&self.store, launch).await?;
+        let token = rec.token;
+        let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let mut v = settled.unwrap_or_else(|| Err(cancelled(token)))?;
         if !v.status.is_final() {
             // Handed back: say how long this server's `await` blocks.

@@ -12,7 +12,7 @@ use crate::agents::Agents;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms};
+use crate::task::{Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
 
 /// The hybrid switch's default: a task still running after this gets its token handed back.
 pub const HYBRID_WAIT: Duration = Duration::from_secs(10);
@@ -52,13 +52,13 @@ pub struct Launch {
 /// Start a task and wait as asked: `launch`, then `settle`.
 pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
     let wait = req.wait;
-    let token = launch(store, req).await?;
-    settle(store, token, wait).await
+    let rec = launch(store, req).await?;
+    settle(store, rec, wait).await
 }
 
-/// Start a task and return its token once its agent runs. Bad input and commands that cannot
+/// Start a task and return its record once its agent runs. Bad input and commands that cannot
 /// start are refused before (or, for exec errors, as) the task is created.
-pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
+pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
     let (template, source, question) = match &req.what {
         What::Ask { question, agents_file } => {
@@ -100,7 +100,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
     // Everything is checked: only now is anything created.
     store.create()?;
     let (token, lock) = store.create_task(&req.role)?;
-    let prepare = || -> Result<()> {
+    let prepare = || -> Result<(TaskRecord, TaskSpec)> {
         let question_file = store.question_path(&req.role, token);
         if template.uses_question_file() {
             write_private(&question_file, question.as_bytes())?;
@@ -137,36 +137,39 @@ pub async fn launch(store: &Store, req: Launch) -> Result<Token> {
             started: None,
             ended: None,
         };
-        store.insert_task(&rec, &spec)
+        Ok((rec, spec))
     };
-    if let Err(e) = prepare() {
+    let (mut rec, spec) = prepare().inspect_err(|_| {
         // Not a task yet (a full disk, say): nothing of it is left behind.
         store.discard_task(&req.role, token);
-        return Err(e);
-    }
+    })?;
     // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
     // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
     // CLI does it in place, single-threaded, so that it can fork its supervisor.
-    blocking(|| supervisor::launch(store, token, lock))?;
-    Ok(token)
+    rec.started = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
+    Ok(rec)
 }
 
 /// The hybrid switch: the result if the task ends within the wait, else its token and how to
 /// follow it up.
-pub async fn settle(store: &Store, token: Token, wait: Wait) -> Result<TaskView> {
+pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskView> {
+    let token = rec.token;
     match wait {
-        Wait::Async => handed_back(store, token),
+        // As its supervisor reported it: no need to read it back.
+        Wait::Async if rec.started.is_some() => handed_back(store, &rec),
+        Wait::Async => handed_back(store, &refresh(store, token)?),
         Wait::Sync => await_task(store, token, None).await,
         Wait::For(d) => {
             let v = await_task(store, token, Some(d)).await?;
-            if v.status.is_final() { Ok(v) } else { handed_back(store, token) }
+            if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?) }
         }
     }
 }
 
 /// The answer for a task left running in the background.
-fn handed_back(store: &Store, token: Token) -> Result<TaskView> {
-    let mut v = TaskView::of(store, &refresh(store, token)?, true)?;
+fn handed_back(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
+    let token = rec.token;
+    let mut v = TaskView::of(store, rec, true)?;
     v.message = Some(format!(
         "Task {token} is running in the background. Await it to get its result (await blocks up to {} s; call it \
          again to keep waiting), or halt it to stop it.",

@@ -21,6 +21,30 @@ pub const SCHEMA_VERSION: i64 = 2;
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
 const BUSY_WAIT: Duration = Duration::from_secs(60);
 
+/// Wait for another connection's lock (`attempt` counts from 0): SQLite's own handler sleeps a
+/// whole millisecond first, several times what the commit it waits for takes; this one starts
+/// at 20 µs and doubles up to 82 ms, for `BUSY_WAIT` in all. False gives up. (The long steps
+/// matter as much: a thousand supervisors ending at once must not wake each other up faster
+/// than the commits they wait for go through.)
+fn wait_for_lock(attempt: i32) -> bool {
+    const FIRST: Duration = Duration::from_micros(20);
+    const DOUBLINGS: u32 = 12;
+    let n = attempt.max(0) as u32;
+    let doubled = n.min(DOUBLINGS);
+    // What the earlier attempts slept: the doublings, then the longest step each.
+    let slept = FIRST * ((1 << doubled) - 1) + FIRST * (1 << DOUBLINGS) * n.saturating_sub(DOUBLINGS);
+    if slept >= BUSY_WAIT {
+        return false;
+    }
+    std::thread::sleep(FIRST * (1 << doubled));
+    true
+}
+
+/// Wait for other connections' locks (`wait_for_lock`), or (`false`) not at all.
+fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
+    if patient { conn.busy_handler(Some(wait_for_lock)) } else { conn.busy_handler(None) }
+}
+
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 const MIGRATIONS: [&str; 2] = [
     r"
@@ -75,8 +99,9 @@ pub fn path(home: &Path) -> PathBuf {
 }
 
 /// Idle connections of one home, shared by the clones of its `Store`.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Pool {
+    home: PathBuf,
     idle: Mutex<Vec<Connection>>,
 }
 
@@ -108,13 +133,18 @@ impl Drop for Conn<'_> {
 }
 
 impl Pool {
-    /// A connection to the database of `home`, opened (and the schema brought up to date) if
-    /// none is idle.
-    pub fn get(&self, home: &Path) -> Result<Conn<'_>> {
+    /// No connections yet to the database of `home`.
+    pub fn new(home: PathBuf) -> Pool {
+        Pool { home, idle: Mutex::default() }
+    }
+
+    /// A connection to the database, opened (and the schema brought up to date) if none is
+    /// idle.
+    pub fn get(&self) -> Result<Conn<'_>> {
         let idle = self.idle.lock().ok().and_then(|mut v| v.pop());
         let conn = match idle {
             Some(c) => c,
-            None => open(home)?,
+            None => open(&self.home)?,
         };
         Ok(Conn { pool: self, conn: Some(conn) })
     }
@@ -123,6 +153,31 @@ impl Pool {
     pub fn close_all(&self) {
         if let Ok(mut idle) = self.idle.lock() {
             idle.clear();
+        }
+    }
+
+    /// Empty the write-ahead log once it has grown past `LOG_KEPT` (see `checkpoint_now`),
+    /// with an idle connection if there is one.
+    pub fn checkpoint(&self) {
+        if log_len(&self.home) < LOG_KEPT {
+            return;
+        }
+        if let Ok(conn) = self.get() {
+            checkpoint_now(&conn);
+        }
+    }
+}
+
+/// As the last handle on a home goes (a command ends): SQLite would empty the log as its last
+/// connection closes, but that costs every short command a sync (`NO_CKPT_ON_CLOSE`); here it
+/// is done once the log has grown past `LOG_KEPT`. A log left to grow costs every process
+/// that opens the store alone a replay of the whole log, and each commit past SQLite's
+/// threshold a copy of all of it.
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let has_idle = self.idle.get_mut().is_ok_and(|idle| !idle.is_empty());
+        if has_idle {
+            self.checkpoint();
         }
     }
 }
@@ -185,7 +240,7 @@ fn open(home: &Path) -> Result<Connection> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::from_io(e, what))?;
     }
-    conn.busy_timeout(BUSY_WAIT).map_err(err(what))?;
+    be_patient(&conn, true).map_err(err(what))?;
     // Most commands are short processes: closing the last connection would otherwise copy the
     // WAL into the database, sync it and delete the WAL, for every command. Commits check
     // point the WAL once it holds 1 000 pages.
@@ -286,6 +341,38 @@ fn migrate(conn: &Connection, home: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long the write-ahead log may grow before an exiting supervisor empties it: a few
+/// tasks' worth, which a process that finds no other connection reads in well under a
+/// millisecond, so that not every task end syncs the database (and holds the write lock).
+const LOG_KEPT: u64 = 256 * 1024;
+
+/// The length of the write-ahead log (0 if there is none).
+fn log_len(home: &Path) -> u64 {
+    let mut wal = path(home).into_os_string();
+    wal.push("-wal");
+    std::fs::metadata(wal).map_or(0, |m| m.len())
+}
+
+/// Checkpoint and truncate the write-ahead log without waiting for another connection: when
+/// one writes or reads an older state, only what can be copied is (`Store::checkpoint`).
+fn checkpoint_now(conn: &Connection) {
+    if be_patient(conn, false).is_ok() {
+        // Copying first, without the write lock, keeps writers from waiting while pages are
+        // copied and synced; truncating then holds it only for the rest.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        let emptied = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get::<_, i64>(0)) == Ok(0);
+        // The first write to an empty log writes its header and syncs it: done here, where
+        // nobody waits, not by the next task's start.
+        if emptied {
+            let _ = conn.execute(
+                "INSERT OR REPLACE INTO meta (key, value) VALUES ('log_emptied_at_ms', ?1)",
+                [crate::task::unix_ms(std::time::SystemTime::now()).to_string()],
+            );
+        }
+        let _ = be_patient(conn, true);
+    }
+}
+
 /// A write transaction, rolled back unless committed.
 pub struct Tx<'a> {
     conn: &'a Connection,
@@ -345,6 +432,24 @@ pub fn write_durably(conn: &Connection) -> rusqlite::Result<Tx<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waiting_for_a_lock_gives_up_after_the_whole_wait() {
+        // The steps as `wait_for_lock` takes them, without sleeping them.
+        let step = |n: u32| Duration::from_micros(20) * (1 << n.min(12));
+        let mut slept = Duration::ZERO;
+        let mut n = 0;
+        while slept < BUSY_WAIT {
+            slept += step(n);
+            n += 1;
+        }
+        // It sleeps (a first step of 20 µs) until the attempt whose earlier sleeps reach BUSY_WAIT.
+        let start = std::time::Instant::now();
+        assert!(wait_for_lock(0));
+        assert!(start.elapsed() >= Duration::from_micros(20));
+        assert!(!wait_for_lock(n as i32));
+        assert!(slept - step(n - 1) < BUSY_WAIT, "the attempt before the last still waits");
+    }
 
     #[test]
     fn a_store_of_a_newer_schema_is_refused_with_what_to_do() {

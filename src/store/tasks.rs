@@ -27,7 +27,7 @@ use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
 #[derive(Clone, Debug)]
 pub struct Store {
     home: PathBuf,
-    pool: Arc<Pool>,
+    pub(super) pool: Arc<Pool>,
 }
 
 /// Which page of tasks to read, newest first.
@@ -61,7 +61,7 @@ impl Store {
     }
 
     fn with(home: PathBuf) -> Store {
-        Store { home, pool: Arc::default() }
+        Store { pool: Arc::new(Pool::new(home.clone())), home }
     }
 
     /// The home at `home`, which must exist: for commands that only read (a mistyped --home is
@@ -101,7 +101,7 @@ impl Store {
 
     /// A connection to the home's database.
     pub(super) fn db(&self) -> Result<Conn<'_>> {
-        self.pool.get(&self.home)
+        self.pool.get()
     }
 
     /// The same home with connections of its own, for a process forked from this one: close

@@ -14,27 +14,55 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::unistd::{ForkResult, fork, pipe2, setsid};
 
 use super::reach::resume;
+use super::run::Task;
 use super::unix::{name_supervisor, set_cmdline, single_threaded};
 use crate::error::{Error, IoContext, Result};
 use crate::store::{FileLock, Store};
-use crate::task::Token;
+use crate::task::{Started, TaskRecord, TaskSpec, Token};
 
 /// The descriptor on which the supervisor finds its (already held) lock.
 pub(super) const LOCK_FD: i32 = 3;
 
-/// Start the supervisor of `token`, handing it `lock`. Returns the agent's pid once it runs, or
-/// `None` if the supervisor died before it could say (the task is then `lost`, and whoever looks
-/// at it next ends what it left).
+/// Start the supervisor of the new task `rec`, handing it `lock`; the task is saved before its
+/// agent starts. Returns how the agent started, or `None` if the supervisor died (or stopped)
+/// without saying: the task is then `lost`, and whoever looks at it next ends what it left. A
+/// task that cannot be saved leaves nothing behind.
 ///
-/// A single-threaded launcher (the CLI) forks the supervisor from itself; a multi-threaded one
-/// (the MCP server), where a forked child may only exec, runs this binary as `__supervise`.
-/// Both end the same: a detached process in its own session, its lock on descriptor 3, the
-/// report pipe on stdout.
-pub fn launch(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
-    if single_threaded() { launch_in_place(store, token, lock) } else { launch_by_exec(store, token, lock) }
+/// A single-threaded launcher (the CLI) forks the supervisor from itself, and the supervisor
+/// saves the task and keeps its connection to the store: a start opens the store once. A
+/// multi-threaded one (the MCP server), where a forked child may only exec, saves the task with
+/// its own connections and runs this binary as `__supervise`. Both end the same: a detached
+/// process in its own session, its lock on descriptor 3, the report pipe on stdout.
+pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) -> Result<Option<Started>> {
+    let unsaved = |e| {
+        store.discard_task(&rec.role, rec.token);
+        e
+    };
+    let report = if single_threaded() {
+        launch_in_place(store, rec, spec, lock).map_err(unsaved)?
+    } else {
+        store.insert_task(rec, spec).map_err(unsaved)?;
+        launch_by_exec(store, rec.token, lock)?
+    };
+    match report {
+        Report::Started(started) => Ok(Some(started)),
+        Report::Failed(msg) => Err(Error::LaunchFailed(msg)),
+        Report::Unsaved(e) => Err(unsaved(e)),
+        Report::Silent => {
+            // Gone (not stopped) before it saved the task: nothing of it exists.
+            let gone = FileLock::try_take(&store.lock_path(rec.token))?.is_some();
+            if gone && matches!(store.read_record(rec.token), Err(Error::UnknownToken { .. })) {
+                return Err(unsaved(Error::Internal(format!(
+                    "the supervisor of task {} died before it saved the task; nothing was started: try again",
+                    rec.token
+                ))));
+            }
+            Ok(None)
+        }
+    }
 }
 
-fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
+fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<Report> {
     let exe = if cfg!(target_os = "linux") {
         // Works even when the binary was replaced on disk since this process started.
         std::path::PathBuf::from("/proc/self/exe")
@@ -79,7 +107,9 @@ fn launch_by_exec(store: &Store, token: Token, lock: FileLock) -> Result<Option<
 /// `launch_by_exec`, the same detachment (new session, stdio and lock in place). One fork, not
 /// two: the supervisor is this process's child, and the CLI that launched it exits (or returns
 /// from its wait) long before a zombie could matter; init or a subreaper adopts it then.
-fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option<i32>> {
+/// Errors here come before anything is saved.
+fn launch_in_place(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) -> Result<Report> {
+    let token = rec.token;
     let (from_supervisor, to_launcher) =
         pipe2(OFlag::O_CLOEXEC).ctx(|| "cannot create the start-report pipe".into())?;
     let null = File::options().read(true).write(true).open("/dev/null").ctx(|| "cannot open /dev/null".into())?;
@@ -94,7 +124,7 @@ fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option
             drop(to_launcher);
             // The supervisor's descriptor shares the lock now; closing ours leaves it held.
             drop(lock);
-            read_report(store, token, from_supervisor, || {})
+            Ok(read_report(store, token, from_supervisor, || {}).unwrap_or(Report::Silent))
         }
         ForkResult::Child => {
             name_supervisor();
@@ -107,7 +137,8 @@ fn launch_in_place(store: &Store, token: Token, lock: FileLock) -> Result<Option
                 && hand_over_lock(lock.raw_fd()) != -1;
             let code = if detached {
                 set_cmdline(&["agentctl", "__supervise", token.as_str()]);
-                if super::run::serve(store.detached(), token) == std::process::ExitCode::SUCCESS { 0 } else { 70 }
+                let task = Task::Unsaved(Box::new((rec.clone(), spec.clone())));
+                if super::run::serve(store.detached(), task) == std::process::ExitCode::SUCCESS { 0 } else { 70 }
             } else {
                 report(&format!("error cannot detach the supervisor: {}", std::io::Error::last_os_error()));
                 70
@@ -132,7 +163,7 @@ const REPORT_WAIT: Duration = Duration::from_secs(5);
 
 /// Read the supervisor's start report line, reap the first child with `reap`, and parse it.
 /// While it has not come, a supervisor that was stopped is woken.
-fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) -> Result<Option<i32>> {
+fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) -> Result<Report> {
     let deadline = Instant::now() + REPORT_WAIT;
     let mut pipe = File::from(pipe);
     let mut report = Vec::new();
@@ -170,19 +201,45 @@ fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) 
     parse_report(&String::from_utf8_lossy(&report))
 }
 
-/// `ok <pid>` or `error <message>`, one line, from the supervisor.
-fn parse_report(report: &str) -> Result<Option<i32>> {
+/// What a supervisor says at its start, in one line on the report pipe.
+#[derive(Debug)]
+enum Report {
+    /// `ok <pid> <supervisor pid> <session id> <at_ms>`: the agent runs.
+    Started(Started),
+    /// `error <message>`: the agent could not start; the task is recorded as failed.
+    Failed(String),
+    /// `unsaved <error line>`: the task could not be saved; nothing of it exists.
+    Unsaved(Error),
+    /// Nothing: the supervisor died (or was stopped) first.
+    Silent,
+}
+
+/// The report of an agent that runs (read by `parse_report`).
+pub(super) fn started_report(s: &Started) -> String {
+    format!("ok {} {} {} {}", s.pid, s.supervisor_pid, s.sid, s.at_ms)
+}
+
+fn parse_report(report: &str) -> Result<Report> {
     let line = report.trim_end();
-    if let Some(pid) = line.strip_prefix("ok ") {
-        return pid
-            .parse()
-            .map(Some)
-            .map_err(|_| Error::Internal(format!("bad start report from supervisor: {line:?}")));
+    if let Some(fields) = line.strip_prefix("ok ") {
+        let n: Vec<i64> = fields.split(' ').map_while(|f| f.parse().ok()).collect();
+        return match n[..] {
+            [pid, supervisor_pid, sid, at_ms] => Ok(Report::Started(Started {
+                pid: pid as i32,
+                supervisor_pid: supervisor_pid as i32,
+                sid: sid as i32,
+                at_ms: at_ms as u64,
+            })),
+            _ => Err(Error::Internal(format!("bad start report from supervisor: {line:?}"))),
+        };
     }
     if let Some(msg) = line.strip_prefix("error ") {
-        return Err(Error::LaunchFailed(msg.to_owned()));
+        return Ok(Report::Failed(msg.to_owned()));
     }
-    Ok(None)
+    if let Some(e) = line.strip_prefix("unsaved ") {
+        return Ok(Report::Unsaved(Error::from_line(e)));
+    }
+    Ok(Report::Silent)
 }
 
 /// Write the start report on the supervisor's stdout (a pipe to the launcher).
@@ -198,10 +255,21 @@ mod tests {
 
     #[test]
     fn reports_parse() {
-        assert_eq!(parse_report("ok 42\n").unwrap(), Some(42));
+        let started = Started { pid: 42, supervisor_pid: 41, sid: 41, at_ms: 1_700_000_000_123 };
+        assert!(matches!(
+            parse_report(&format!("{}\n", started_report(&started))).unwrap(),
+            Report::Started(Started { pid: 42, supervisor_pid: 41, sid: 41, at_ms: 1_700_000_000_123 })
+        ));
+        assert!(parse_report("ok 42\n").is_err());
         assert!(
-            matches!(parse_report("error cannot run `x`: not found\n"), Err(Error::LaunchFailed(m)) if m.contains("`x`"))
+            matches!(parse_report("error cannot run `x`: not found\n").unwrap(), Report::Failed(m) if m.contains("`x`"))
         );
-        assert!(matches!(parse_report(""), Ok(None)));
+        let full =
+            Error::Io { context: "cannot save task a3f2c1".into(), source: std::io::ErrorKind::StorageFull.into() };
+        assert!(matches!(
+            parse_report(&format!("unsaved {}\n", full.to_line())).unwrap(),
+            Report::Unsaved(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::StorageFull
+        ));
+        assert!(matches!(parse_report("").unwrap(), Report::Silent));
     }
 }

@@ -16,7 +16,7 @@ use nix::unistd::{ForkResult, Pid, fork};
 
 use super::clients::Clients;
 use super::control::Request;
-use super::launch::{LOCK_FD, report};
+use super::launch::{LOCK_FD, report, started_report};
 use super::logwatch::LogWatch;
 use super::reach::own_id;
 use super::spawn::spawn_agent;
@@ -41,7 +41,7 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
         }
     }
     match Store::at(home) {
-        Ok(store) => serve(store, token),
+        Ok(store) => serve(store, Task::Recorded(token)),
         Err(e) => {
             report(&format!("error {e}"));
             ExitCode::from(70)
@@ -49,10 +49,19 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
     }
 }
 
+/// The task a supervisor starts with.
+pub(super) enum Task {
+    /// Saved by its launcher (the MCP server, which keeps its store open).
+    Recorded(Token),
+    /// Not saved yet: the launcher that forked this supervisor (the CLI) left the store to it,
+    /// so that a start opens the store once, and the supervisor keeps that connection.
+    Unsaved(Box<(TaskRecord, TaskSpec)>),
+}
+
 /// The supervisor's whole life, in a detached process whose stdout is the start-report pipe and
 /// whose descriptor 3 holds the task's lock.
-pub(super) fn serve(store: Store, token: Token) -> ExitCode {
-    match Supervisor::start(store, token) {
+pub(super) fn serve(store: Store, task: Task) -> ExitCode {
+    match Supervisor::start(store, task) {
         Ok(Some(mut sup)) => {
             sup.run();
             ExitCode::SUCCESS
@@ -85,7 +94,11 @@ struct Supervisor {
 impl Supervisor {
     /// Set up, spawn the agent and report to the launcher. `None` when the agent could not start
     /// (recorded as failed and reported).
-    fn start(store: Store, token: Token) -> Result<Option<Supervisor>> {
+    fn start(store: Store, task: Task) -> Result<Option<Supervisor>> {
+        let token = match &task {
+            Task::Unsaved(given) => given.0.token,
+            Task::Recorded(token) => *token,
+        };
         // SAFETY: the launcher placed the task's locked lock file on this descriptor.
         let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
         nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
@@ -108,8 +121,17 @@ impl Supervisor {
         let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .ctx(|| "cannot create a signalfd".into())?;
 
-        let mut rec = store.read_record(token)?;
-        let spec = store.read_spec(token)?;
+        let (mut rec, spec) = match task {
+            Task::Unsaved(given) => match store.insert_task(&given.0, &given.1) {
+                Ok(()) => *given,
+                Err(e) => {
+                    // Nothing of the task exists: its launcher removes what it made.
+                    report(&format!("unsaved {}", e.to_line()));
+                    return Ok(None);
+                }
+            },
+            Task::Recorded(token) => (store.read_record(token)?, store.read_spec(token)?),
+        };
         let socket_path = store.socket_path(token);
         let clients = match Clients::listen(&socket_path) {
             Ok(l) => l,
@@ -133,14 +155,15 @@ impl Supervisor {
                 return Ok(None);
             }
         };
-        rec.started = Some(Started {
+        let started = Started {
             pid: child.as_raw(),
             supervisor_pid: std::process::id() as i32,
             sid: nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0),
             at_ms: unix_ms(SystemTime::now()),
-        });
+        };
+        rec.started = Some(started.clone());
         store.write_record(&rec)?;
-        report(&format!("ok {child}"));
+        report(&started_report(&started));
         // Nothing more for the launcher: close our end by pointing stdout at /dev/null.
         if let Ok(null) = File::options().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(null);
@@ -324,6 +347,7 @@ impl Supervisor {
         }
         let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
         self.clients.answer(|_| true);
+        self.store.checkpoint();
     }
 
     /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and

@@ -327,3 +327,31 @@ fn prune_gives_the_space_of_what_it_removed_back() {
     let wal = std::fs::metadata(h.path().join("agentctl.db-wal")).map_or(0, |m| m.len());
     assert!(wal < 1 << 20, "the WAL is still {wal} bytes");
 }
+
+#[test]
+fn the_write_ahead_log_stays_short_when_every_process_is_short_lived() {
+    // Each task writes ~20 pages of log; no process outlives its command, so nothing but
+    // agentctl itself ever empties the log (SQLite's own close-time checkpoint is off).
+    let h = Home::new();
+    let wal = || std::fs::metadata(h.path().join("agentctl.db-wal")).map_or(0, |m| m.len());
+    let mut longest = 0;
+    for _ in 0..60 {
+        h.run(&["run", "--sync", "--", "true"], 0);
+        longest = longest.max(wal());
+    }
+    // 60 tasks would leave ~5 MB of log; a process that opens the store alone replays it all.
+    assert!(longest < 1 << 20, "the log grew to {longest} bytes");
+}
+
+#[test]
+fn a_start_on_a_store_of_a_newer_release_is_refused_and_leaves_nothing() {
+    let h = Home::new();
+    h.run(&["run", "--sync", "--", "true"], 0);
+    let entries = |dir: &str| std::fs::read_dir(h.path().join(dir)).unwrap().count();
+    let before = (entries("tasks"), entries("subagents/run/data/history"));
+    h.db().pragma_update(None, "user_version", 99).unwrap();
+    // The supervisor saves the task: its error reaches the user as the store gave it.
+    let r = h.run(&["run", "--async", "--", "true"], 2);
+    assert!(r.stderr.contains("written by a newer agentctl"), "{}", r.stderr);
+    assert_eq!((entries("tasks"), entries("subagents/run/data/history")), before, "the refused start left files");
+}
