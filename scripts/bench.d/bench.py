@@ -303,6 +303,8 @@ def main():
         fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history
     ]
     only = set(sys.argv[1:])
+    # scripts/bench --against REV: start and throughput of that release too, in this run.
+    baseline, baseline_name = os.environ.get("AGENTCTL_BASELINE"), os.environ.get("AGENTCTL_BASELINE_NAME")
     # Homes, pueue's data and the logs live in the system's temp directory, as a user's state
     # would, not in the checkout: a tool watching a source tree can slow each file operation
     # there tenfold, and that would be measured instead of the tools.
@@ -313,6 +315,10 @@ def main():
             for i, fig in enumerate(figures, 1):
                 if not only or str(i) in only:
                     fig(ag, pq, tmp)
+                    if baseline and fig in (fig_start, fig_throughput):
+                        fig(Agentctl(tmp, f"baseline-home-{i}", binary=baseline), pq, tmp)
+                        figure, *rest = ROWS[-1]
+                        ROWS[-1] = (f"{figure}, {baseline_name}", *rest)
         # Anything still running under agentctl (a failed figure) is halted before cleanup.
         for t in json.loads(ag.run("--json", "list", "--status", "running"))["tasks"]:
             ag.run("halt", t["token"], "--grace", "0.1s")

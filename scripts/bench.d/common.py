@@ -57,16 +57,17 @@ def private_kib(pid):
 
 
 class Agentctl:
-    """The release binary with the home `tmp/name`."""
+    """The release binary (or `binary`) with the home `tmp/name`."""
 
-    def __init__(self, tmp, name="agentctl-home"):
+    def __init__(self, tmp, name="agentctl-home", binary=AGENTCTL):
+        self.binary = binary
         self.home = tmp / name
         self.env = dict(os.environ, AGENTCTL_HOME=str(self.home))
         self.env.pop("AGENTCTL_SESSION", None)
         self.env.pop("AGENTCTL_TOKEN", None)
 
     def cmd(self, *args):
-        return [AGENTCTL, *args]
+        return [self.binary, *args]
 
     def run(self, *args):
         return quiet(self.cmd(*args), env=self.env).stdout
