@@ -320,7 +320,9 @@ def main():
                         figure, *rest = ROWS[-1]
                         ROWS[-1] = (f"{figure}, {baseline_name}", *rest)
         # Anything still running under agentctl (a failed figure) is halted before cleanup.
-        for t in json.loads(ag.run("--json", "list", "--status", "running"))["tasks"]:
+        # (Figure 9 alone uses homes of its own: this one was never made.)
+        running = json.loads(ag.run("--json", "list", "--status", "running"))["tasks"] if ag.home.exists() else []
+        for t in running:
             ag.run("halt", t["token"], "--grace", "0.1s")
     lines = [
         f"Machine: {machine()}",
