@@ -341,9 +341,10 @@ fn migrate(conn: &Connection, home: &Path) -> Result<()> {
     Ok(())
 }
 
-/// How long the write-ahead log may grow before an exiting supervisor empties it: a few
-/// tasks' worth, which a process that finds no other connection reads in well under a
-/// millisecond, so that not every task end syncs the database (and holds the write lock).
+/// How long the write-ahead log may grow before a process empties it (`Pool::checkpoint`): a
+/// few tasks' worth, which a process that finds no other connection reads in well under a
+/// millisecond, so that not every task end or command syncs the database (and holds the write
+/// lock).
 const LOG_KEPT: u64 = 256 * 1024;
 
 /// The length of the write-ahead log (0 if there is none).

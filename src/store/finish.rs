@@ -219,13 +219,6 @@ impl Store {
         Ok(events)
     }
 
-    /// Empty the write-ahead log if it has grown past a few tasks' worth (`db::LOG_KEPT`),
-    /// best effort, never waiting. A supervisor does it as it exits, after its task's end is
-    /// recorded; other processes as their last handle on the store goes.
-    pub fn checkpoint(&self) {
-        self.pool.checkpoint();
-    }
-
     /// Give the space of removed tasks and events back to the file system (best effort).
     pub fn compact(&self) {
         let Ok(conn) = self.db() else { return };

@@ -27,7 +27,7 @@ use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
 #[derive(Clone, Debug)]
 pub struct Store {
     home: PathBuf,
-    pub(super) pool: Arc<Pool>,
+    pool: Arc<Pool>,
 }
 
 /// Which page of tasks to read, newest first.
@@ -113,6 +113,13 @@ impl Store {
     /// Close the idle connections to the database (before forking without exec).
     pub fn close_db(&self) {
         self.pool.close_all();
+    }
+
+    /// Empty the write-ahead log if it has grown past a few tasks' worth, best effort, never
+    /// waiting (`Pool::checkpoint`). A supervisor does it as it exits, after its task's end is
+    /// recorded; other processes as their last handle on the store goes.
+    pub fn checkpoint(&self) {
+        self.pool.checkpoint();
     }
 
     /// The task's lock file.
