@@ -34,7 +34,7 @@ pub fn session_of(flag: Option<&str>) -> Result<String> {
 pub fn connection_session() -> Result<String> {
     let named =
         ["AGENTCTL_SESSION", "AGENTCTL_TOKEN"].iter().any(|k| std::env::var_os(k).is_some_and(|v| !v.is_empty()));
-    if named { session_of(None) } else { Ok(format!("mcp-{:012x}", rand::random::<u64>() >> 16)) }
+    if named { session_of(None) } else { Ok(format!("mcp-{:012x}", crate::task::random_u64() >> 16)) }
 }
 
 fn check_session(s: &str) -> Result<()> {

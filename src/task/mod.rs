@@ -16,4 +16,4 @@ pub use record::{Ended, Started, SupervisorId, TaskRecord, one_line_preview, uni
 pub use role::Role;
 pub use spec::TaskSpec;
 pub use template::{Template, Vars};
-pub use token::{Token, input_preview};
+pub use token::{Token, input_preview, random_u64};

@@ -30,7 +30,7 @@ impl Token {
     pub fn random() -> Token {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         loop {
-            let n: u32 = rand::random();
+            let n = random_u32();
             let mut t = [0u8; 6];
             for (i, c) in t.iter_mut().enumerate() {
                 *c = HEX[((n >> (i * 4)) & 0xf) as usize];
@@ -46,6 +46,23 @@ impl Token {
         // Only ASCII hex digits are ever stored.
         std::str::from_utf8(&self.0).expect("token is ascii")
     }
+}
+
+/// A random number from the OS (`getrandom`: no generator to seed, no CPU feature probe).
+/// Should the OS refuse, the time and process id, mixed, still differ between calls.
+pub fn random_u64() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| {
+        use std::hash::{Hash, Hasher};
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (std::time::SystemTime::now(), std::process::id(), CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+            .hash(&mut h);
+        h.finish()
+    })
+}
+
+fn random_u32() -> u32 {
+    (random_u64() >> 32) as u32
 }
 
 /// Echo bad input back without flooding the terminal or smuggling control characters.
