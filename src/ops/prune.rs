@@ -9,7 +9,7 @@ use super::view::TaskView;
 use super::wait::DEFAULT_GRACE;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
-use crate::task::{Token, unix_ms};
+use crate::task::{TaskRecord, Token, unix_ms};
 
 /// Which finished tasks to remove.
 #[derive(Clone, Copy, Debug, Default)]
@@ -40,6 +40,9 @@ pub struct Pruned {
 /// milliseconds between creating it and writing the record.
 const STRAY_AGE: Duration = Duration::from_secs(60);
 
+/// How many tasks `prune` removes in one transaction (holding their locks meanwhile).
+const BATCH: usize = 256;
+
 /// Remove the finished tasks `rule` selects. Running tasks are never selected.
 pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
     if rule.older_than.is_none() && rule.keep.is_none() {
@@ -54,6 +57,8 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
     let cutoff = rule.older_than.map(|d| now.saturating_sub(d.as_millis() as u64));
     let mut removed = Vec::new();
     let mut events_removed = 0;
+    // Tasks whose lock is held, removed together once there are `BATCH` of them.
+    let mut batch: Vec<(TaskRecord, FileLock)> = Vec::new();
     for rec in store.finished(rule.keep.unwrap_or(0), cutoff)? {
         let view = TaskView::of(store, &rec, false)?;
         if !rule.dry_run {
@@ -67,11 +72,19 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
                     FileLock::take_within(&store.lock_path(rec.token), grace + Duration::from_secs(1))?
                 }
             };
-            let Some(_lock) = lock else { continue };
-            events_removed += store.remove_task(&rec)?;
+            let Some(lock) = lock else { continue };
+            batch.push((rec, lock));
+            if batch.len() == BATCH {
+                events_removed += store.remove_tasks(batch.iter().map(|(r, _)| r))?;
+                batch.clear();
+            }
         }
         removed.push(view);
     }
+    if !batch.is_empty() {
+        events_removed += store.remove_tasks(batch.iter().map(|(r, _)| r))?;
+    }
+    drop(batch);
     // A dry run counts the removed tasks' events; a real one removed them with each task.
     let counted: Vec<Token> = if rule.dry_run { removed.iter().map(|v| v.token).collect() } else { Vec::new() };
     events_removed += store.events().remove(&counted, cutoff.or(rule.keep.map(|_| now)), rule.dry_run)?;

@@ -4,7 +4,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{Home, fake_agent};
+use crate::common::{Home, fake_agent, wait_until};
 
 fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -199,6 +199,31 @@ fn refused_commands_and_commands_that_only_read_create_no_home() {
     // The first command that starts something makes it.
     h.run(&["run", "--", &fake_agent(), "sleep", "0"], 0);
     assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 1);
+}
+
+#[test]
+fn prune_removes_more_tasks_than_one_batch_and_leaves_nothing_of_them() {
+    // prune removes tasks 256 to a transaction: 300 spans two batches.
+    let h = Home::new();
+    let tokens: Vec<String> = (0..300).map(|_| h.start(&["true"])).collect();
+    wait_until(Duration::from_secs(120), "every task to end", || {
+        h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
+    });
+    let pruned = h.run(&["--json", "prune", "--older-than", "0s"], 0).json();
+    assert_eq!(
+        (pruned["count"].as_u64(), pruned["events_removed"].as_u64()),
+        (Some(300), Some(300)),
+        "{}",
+        pruned["count"]
+    );
+    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0);
+    assert_eq!(h.run(&["--json", "events"], 0).json()["count"], 0);
+    let history = h.path().join("subagents/run/data/history");
+    let left: Vec<_> = std::fs::read_dir(&history).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert!(left.is_empty(), "files left in the history: {left:?}");
+    for t in &tokens {
+        assert!(!h.path().join("tasks").join(t).exists(), "task {t}'s directory is still there");
+    }
 }
 
 #[test]
