@@ -12,8 +12,10 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / "target" / "bench"
-AGENTCTL = str(ROOT / "target" / "release" / "agentctl")
-SUMMARIZE = str(ROOT / "target" / "release" / "examples" / "summarize")
+# Built by scripts/bench as scripts/install builds it (statically linked on Linux with glibc).
+RELEASE = pathlib.Path(os.environ.get("AGENTCTL_RELEASE", ROOT / "target" / "release"))
+AGENTCTL = str(RELEASE / "agentctl")
+SUMMARIZE = str(RELEASE / "examples" / "summarize")
 HELPER = str(BUILD / "helper")
 PUEUE = str(BUILD / "tools" / "bin" / "pueue")
 PUEUED = str(BUILD / "tools" / "bin" / "pueued")
