@@ -30,7 +30,7 @@ impl Token {
     pub fn random() -> Token {
         const HEX: &[u8; 16] = b"0123456789abcdef";
         loop {
-            let n = random_u32();
+            let n = (random_u64() >> 32) as u32;
             let mut t = [0u8; 6];
             for (i, c) in t.iter_mut().enumerate() {
                 *c = HEX[((n >> (i * 4)) & 0xf) as usize];
@@ -59,10 +59,6 @@ pub fn random_u64() -> u64 {
             .hash(&mut h);
         h.finish()
     })
-}
-
-fn random_u32() -> u32 {
-    (random_u64() >> 32) as u32
 }
 
 /// Echo bad input back without flooding the terminal or smuggling control characters.
