@@ -28,7 +28,7 @@ pub enum Command {
     Ask(AskArgs),
     /// Run any command as a supervised task
     Run(RunArgs),
-    /// Wait for a task to end (up to --timeout; call again to keep waiting)
+    /// Wait for a task to end, or the first of several (up to --timeout; call again to keep waiting)
     Await(AwaitArgs),
     /// Stop a task: SIGTERM to all its processes, SIGKILL after the grace period
     Halt(HaltArgs),
@@ -107,7 +107,10 @@ pub struct RunArgs {
 
 #[derive(Debug, Args)]
 pub struct AwaitArgs {
-    pub token: String,
+    /// One task's token, or several: then it returns as soon as any of them ends, with every
+    /// one that has ended by then and the ones still running
+    #[arg(required = true, value_name = "TOKEN")]
+    pub tokens: Vec<String>,
     /// Give up waiting after D (the task keeps running) [default: 55s]
     #[arg(long, value_name = "D")]
     pub timeout: Option<String>,

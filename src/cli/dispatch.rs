@@ -73,9 +73,13 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
         }
         Command::Await(a) => {
-            let (token, limit) = (Token::parse(&a.token)?, duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?);
-            let v = ops::await_task(&Store::existing(&home)?, token, Some(limit)).await?;
-            Ok(out.task(&v))
+            let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
+            let limit = duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
+            let store = Store::existing(&home)?;
+            match tokens[..] {
+                [token] => Ok(out.task(&ops::await_task(&store, token, Some(limit)).await?)),
+                _ => Ok(out.awaited(&ops::await_any(&store, &tokens, Some(limit)).await?)),
+            }
         }
         Command::Halt(h) => {
             let (token, grace) = (Token::parse(&h.token)?, duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?);

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use serde_json::json;
 
 use crate::error::Error;
-use crate::ops::{LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
+use crate::ops::{Awaited, LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
 use crate::task::{Event, EventKind, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
@@ -47,11 +47,37 @@ impl Out {
         exit_code(v)
     }
 
-    fn command(&self, verb: &str, token: Token) -> String {
+    fn command(&self, verb: &str, what: impl std::fmt::Display) -> String {
         match &self.home_flag {
-            Some(h) => format!("agentctl --home {} {verb} {token}", h.display()),
-            None => format!("agentctl {verb} {token}"),
+            Some(h) => format!("agentctl --home {} {verb} {what}", h.display()),
+            None => format!("agentctl {verb} {what}"),
         }
+    }
+
+    /// Print what an await of several tasks found: each ended task as `task` prints it, then
+    /// those still running and the command that awaits them. Exits as the first task to end
+    /// would alone, 124 if none ended.
+    pub fn awaited(&self, a: &Awaited) -> ExitCode {
+        let code = ExitCode::from(a.ended.first().map_or(124, exit_status));
+        if self.json {
+            print_json(&serde_json::to_value(a).unwrap_or_default());
+            return code;
+        }
+        let mut w = io::stdout().lock();
+        for v in &a.ended {
+            let _ = writeln!(w, "{}", v.text());
+        }
+        if !a.running.is_empty() {
+            let head = if a.timed_out { "none has ended yet; still running" } else { "still running" };
+            let _ = writeln!(w, "{head}:");
+            for v in &a.running {
+                let (token, role, elapsed) = (v.token, v.role.as_str(), human_duration(v.elapsed_ms));
+                let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output", v.line_count);
+            }
+            let tokens: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();
+            let _ = writeln!(w, "await them: {}", self.command("await", tokens.join(" ")));
+        }
+        code
     }
 
     fn task_text(&self, v: &TaskView, w: &mut dyn Write) -> io::Result<()> {

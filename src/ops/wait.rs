@@ -3,6 +3,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use schemars::JsonSchema;
+use serde::Serialize;
 use tokio::time::{Instant, sleep, timeout_at};
 
 use super::view::TaskView;
@@ -102,6 +104,46 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
             }
         }
     }
+}
+
+/// What an `await` of several tasks found: the tasks that had ended when it returned, earliest
+/// end first, and the ones still running, in the order asked.
+#[derive(Clone, Debug, Serialize, JsonSchema)]
+pub struct Awaited {
+    pub ended: Vec<TaskView>,
+    pub running: Vec<TaskView>,
+    /// Nothing ended before the limit.
+    pub timed_out: bool,
+}
+
+/// Wait until any of `tokens` ends or `limit` passes: every one ended by then, and the rest,
+/// so that a caller never waits for one task while another is done. Unknown tokens are refused
+/// before any waiting; a token given twice counts once.
+pub async fn await_any(store: &Store, tokens: &[Token], limit: Option<Duration>) -> Result<Awaited> {
+    let mut unique: Vec<Token> = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        if !unique.contains(t) {
+            unique.push(*t);
+        }
+    }
+    let look = || unique.iter().map(|&t| refresh(store, t)).collect::<Result<Vec<_>>>();
+    let mut recs = look()?;
+    if !recs.iter().any(|r| r.status().is_final()) {
+        let first = futures_util::future::select_all(unique.iter().map(|&t| Box::pin(await_task(store, t, None))));
+        let done = match limit {
+            None => Some(first.await),
+            Some(d) => timeout_at(Instant::now() + d, first).await.ok(),
+        };
+        if let Some((ended, _, _)) = done {
+            ended?;
+        }
+        recs = look()?;
+    }
+    let (mut ended, running): (Vec<_>, Vec<_>) = recs.into_iter().partition(|r| r.status().is_final());
+    ended.sort_by_key(|r| r.ended.as_ref().map(|e| e.at_ms));
+    let views = |recs: Vec<TaskRecord>| recs.iter().map(|r| TaskView::of(store, r, true)).collect::<Result<Vec<_>>>();
+    let (ended, running) = (views(ended)?, views(running)?);
+    Ok(Awaited { timed_out: ended.is_empty(), ended, running })
 }
 
 /// How long past the grace period a halt waits for a supervisor that has not taken its

@@ -129,3 +129,44 @@ fn a_running_tasks_supervisor_holds_no_inotify_instance_and_publishes_its_growin
     assert!(a >= 1 && b >= a, "{a} then {b}");
     h.run(&["halt", &token, "--grace", "1s"], 0);
 }
+
+#[test]
+fn await_of_several_tasks_returns_as_soon_as_one_ends_with_the_others_still_running() {
+    let h = Home::new();
+    let slow = h.start(&["sleep", "30"]);
+    let go = h.path().join("go");
+    let quick = h.start_script(&format!("while [ ! -e '{}' ]; do sleep 0.05; done; echo '> quick one'", go.display()));
+
+    let t0 = Instant::now();
+    let none = h.run(&["--json", "await", &slow, &quick, "--timeout", "0.3s"], 124).json();
+    assert!(t0.elapsed() >= Duration::from_millis(300), "returned after {:?}", t0.elapsed());
+    assert_eq!((none["timed_out"].as_bool(), none["ended"].as_array().map(Vec::len)), (Some(true), Some(0)), "{none}");
+    let running: Vec<&str> = none["running"].as_array().unwrap().iter().map(|v| v["token"].as_str().unwrap()).collect();
+    assert_eq!(running, [slow.as_str(), quick.as_str()]);
+
+    // The quick one ends (before or while the await blocks): the await returns with it, and
+    // the slow one still running (a token given twice counts once).
+    let waiting =
+        h.cmd().args(["--json", "await", &slow, &quick, &slow]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    std::fs::write(&go, "").unwrap();
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let got: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["timed_out"], false);
+    assert_eq!(got["ended"].as_array().map(Vec::len), Some(1), "{got}");
+    assert_eq!(
+        (got["ended"][0]["token"].as_str(), got["ended"][0]["summary"].as_str()),
+        (Some(quick.as_str()), Some("quick one"))
+    );
+    assert_eq!(got["running"].as_array().map(Vec::len), Some(1), "{got}");
+    assert_eq!(
+        (got["running"][0]["token"].as_str(), got["running"][0]["status"].as_str()),
+        (Some(slow.as_str()), Some("running"))
+    );
+
+    // In text: the ended task's result, then how to await the rest.
+    let text = h.run(&["await", &quick, &slow], 0).stdout;
+    let again = text.lines().find(|l| l.starts_with("await them: agentctl ")).unwrap_or_else(|| panic!("{text}"));
+    assert!(text.contains("quick one") && again.ends_with(&format!("await {slow}")), "{text}");
+    h.run(&["halt", &slow, "--grace", "0.1s"], 0);
+}
