@@ -65,7 +65,8 @@ impl Out {
         }
         let mut w = io::stdout().lock();
         for v in &a.ended {
-            let _ = writeln!(w, "{}", v.text());
+            let _ = self.task_text(v, &mut w);
+            let _ = writeln!(w);
         }
         if !a.running.is_empty() {
             let head = if a.timed_out { "none has ended yet; still running" } else { "still running" };

@@ -3,7 +3,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use tokio::time::{Instant, sleep, timeout_at};
 
@@ -108,7 +107,7 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
 
 /// What an `await` of several tasks found: the tasks that had ended when it returned, earliest
 /// end first, and the ones still running, in the order asked.
-#[derive(Clone, Debug, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Serialize)]
 pub struct Awaited {
     pub ended: Vec<TaskView>,
     pub running: Vec<TaskView>,

@@ -55,14 +55,19 @@ impl FileLock {
     /// Take the lock (created if needed), waiting for its holder (only for locks held briefly).
     pub fn take(path: &Path) -> Result<FileLock> {
         let file = files::open(path, Access::ReadWriteCreate).ctx(|| format!("cannot open lock {}", path.display()))?;
-        FileLock::lock(file, path, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
+        FileLock::wait_for(file, path)
     }
 
     /// Take an exclusive lock on the directory `dir` itself, waiting for its holder (only for
     /// locks held briefly: a store's first setup).
     pub fn take_dir(dir: &Path) -> Result<FileLock> {
         let file = File::open(dir).ctx(|| format!("cannot open {}", dir.display()))?;
-        FileLock::lock(file, dir, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
+        FileLock::wait_for(file, dir)
+    }
+
+    /// An exclusive lock on `file` (named `path`), waiting for its holder.
+    fn wait_for(file: File, path: &Path) -> Result<FileLock> {
+        FileLock::lock(file, path, libc::LOCK_EX)?.ok_or_else(|| crate::error::Error::Internal("flock gave way".into()))
     }
 
     fn lock(file: File, path: &Path, how: libc::c_int) -> Result<Option<FileLock>> {
