@@ -1,13 +1,17 @@
-//! Pure: the tail of a log -> the task's summary (escapes stripped, CR progress collapsed,
-//! the text after the last `> ` marker line, capped keeping the end).
-//!
-//! Only the end of the log is read: a window that grows from 256 KiB until it holds the last
-//! marker or more text than the cap (beyond which the result cannot change), up to 16 MiB.
+//! Pure: the end of a log -> the task's summary (escapes stripped, CR progress collapsed).
+//! Where the answer is depends on the template's `result` setting: after the last response
+//! marker (kiro-cli's coloured `> `), the whole output, or a field of the JSON the agent printed
+//! last (see `json`). Only the end of the log is read: a window that grows from 256 KiB until
+//! it holds what is sought or more text than the cap, up to 16 MiB.
+
+mod json;
 
 use std::io::{self, Read, Seek, SeekFrom};
 
-/// The default cap on a summary's size.
-pub const DEFAULT_CAP: usize = 64 * 1024;
+use crate::task::ResultFrom;
+
+/// The default cap on a summary's size: more than any answer a model should read whole.
+pub const DEFAULT_CAP: usize = 1024 * 1024;
 const FIRST_WINDOW: u64 = 256 * 1024;
 const MAX_WINDOW: u64 = 16 * 1024 * 1024;
 
@@ -29,6 +33,12 @@ pub struct LineCleaner {
 impl LineCleaner {
     /// The visible text of the next piece of the line.
     pub fn piece(&mut self, raw: &[u8]) -> String {
+        self.marked_piece(raw).0
+    }
+
+    /// `piece`, and whether it opens with a response marker as kiro-cli prints one: `> ` in
+    /// colour, the colour reset right after it.
+    fn marked_piece(&mut self, raw: &[u8]) -> (String, bool) {
         let mut end = raw.len();
         while end > 0 && raw[end - 1] == b'\r' {
             end -= 1;
@@ -40,23 +50,70 @@ impl LineCleaner {
             Some(i) => &line[i + 1..],
             None => line,
         };
-        let mut out = Printable(String::with_capacity(visible.len()));
+        let mut out = Printable { text: String::with_capacity(visible.len()), coloured: false, marker: Marker::Start };
         self.parser.advance(&mut out, visible);
-        out.0
+        (out.text, out.marker == Marker::Confirmed)
     }
 }
 
-struct Printable(String);
+/// How far a line has gone towards opening with kiro-cli's response marker. Inside a fenced
+/// code block kiro prints in the same colour, but never resets it right after a `> `.
+#[derive(Clone, Copy, PartialEq)]
+enum Marker {
+    Start,
+    Gt,
+    GtSpace,
+    Confirmed,
+    No,
+}
+
+struct Printable {
+    text: String,
+    coloured: bool,
+    marker: Marker,
+}
 
 impl vte::Perform for Printable {
     fn print(&mut self, c: char) {
-        self.0.push(c);
+        self.text.push(c);
+        self.marker = match (self.marker, c) {
+            (Marker::Start, '>') if self.coloured => Marker::Gt,
+            (Marker::Gt, ' ') => Marker::GtSpace,
+            (Marker::Confirmed, _) => Marker::Confirmed,
+            _ => Marker::No,
+        };
     }
     fn execute(&mut self, byte: u8) {
         if byte == b'\t' {
-            self.0.push('\t');
+            self.text.push('\t');
         }
     }
+    fn csi_dispatch(&mut self, params: &vte::Params, _: &[u8], _: bool, action: char) {
+        if action != 'm' {
+            return;
+        }
+        let mut reset = params.is_empty();
+        for p in params.iter() {
+            match p.first().copied().unwrap_or(0) {
+                0 => reset = true,
+                39 => self.coloured = false,
+                30..=38 | 90..=97 => self.coloured = true,
+                _ => {}
+            }
+        }
+        if reset {
+            self.coloured = false;
+            if self.marker == Marker::GtSpace {
+                self.marker = Marker::Confirmed;
+            }
+        }
+    }
+}
+
+/// A cleaned line, and whether it opens with a coloured response marker.
+struct Line {
+    text: String,
+    marked: bool,
 }
 
 /// The result of looking at one window of the log's end.
@@ -66,9 +123,9 @@ enum Attempt {
     NeedMore,
 }
 
-/// Summarize `window`, the last bytes of a log. `whole` says the window starts at the log's
-/// first byte; otherwise its first line is whole only if `line_start` says so.
-fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: bool) -> Attempt {
+/// Summarize `window`, the last bytes of a log, as `from` says. `whole` says the window starts
+/// at the log's first byte; otherwise its first line is whole only if `line_start` says so.
+fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: bool, from: &ResultFrom) -> Attempt {
     // At the widest window a first line cut short is kept: it is the end of a line too long
     // to read whole, and may be all there is.
     let body = if whole || line_start || last_try {
@@ -79,31 +136,76 @@ fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: b
             None => &[][..],
         }
     };
-    let lines: Vec<String> = body.split(|&b| b == b'\n').map(clean_line).collect();
-    let marker = lines.iter().rposition(|l| l.starts_with("> "));
-    let text = match marker {
-        Some(i) => {
-            let mut t = lines[i][2..].to_owned();
-            for l in &lines[i + 1..] {
-                t.push('\n');
-                t.push_str(l);
-            }
-            t
+    let more = !whole && !last_try;
+    if let ResultFrom::Json(field) = from {
+        match json::last_field(body, field) {
+            Some(answer) => return Attempt::Done(cap_keeping_end(answer.trim(), cap, false)),
+            // The object may begin before the window; without one, the output is the answer.
+            None if more => return Attempt::NeedMore,
+            None => {}
         }
-        None => {
-            let len: usize = lines.iter().map(|l| l.len() + 1).sum();
-            if !whole && len <= cap && !last_try {
-                return Attempt::NeedMore;
-            }
-            lines.join("\n")
-        }
+    }
+    let lines: Vec<Line> = body
+        .split(|&b| b == b'\n')
+        .map(|raw| {
+            let (text, marked) = LineCleaner::default().marked_piece(raw);
+            Line { text, marked }
+        })
+        .collect();
+    let len: usize = lines.iter().map(|l| l.text.len() + 1).sum();
+    // Short of the cap, a marker (or the log's start) may still lie before the window.
+    let short = more && len <= cap;
+    let start = match from {
+        ResultFrom::LastResponse => match lines.iter().rposition(|l| l.marked) {
+            Some(i) => Some(i),
+            None if short => return Attempt::NeedMore,
+            None => plain_marker(&lines),
+        },
+        _ if short => return Attempt::NeedMore,
+        _ => None,
     };
+    let mut texts: Vec<&str> = match start {
+        Some(i) => std::iter::once(&lines[i].text[2..]).chain(lines[i + 1..].iter().map(|l| l.text.as_str())).collect(),
+        None => lines.iter().map(|l| l.text.as_str()).collect(),
+    };
+    if *from == ResultFrom::LastResponse {
+        while texts.last().is_some_and(|t| t.trim().is_empty() || is_kiro_status(t)) {
+            texts.pop();
+        }
+    }
     // Without a marker and without the log's start, the text is known to exceed the cap.
-    let cut_short = marker.is_none() && !whole;
-    Attempt::Done(cap_keeping_end(text.trim(), cap, cut_short))
+    let cut_short = start.is_none() && !whole;
+    Attempt::Done(cap_keeping_end(texts.join("\n").trim(), cap, cut_short))
+}
+
+/// Without a coloured marker (NO_COLOR, or an agent that prints a plain prompt): the last line
+/// that starts with `> ` outside a fenced code block. An answer ends with its fences closed,
+/// so a line with an odd number of fence lines after it is inside one.
+fn plain_marker(lines: &[Line]) -> Option<usize> {
+    let mut fences = 0;
+    for (i, l) in lines.iter().enumerate().rev() {
+        let t = l.text.trim_start();
+        if t.starts_with("```") || t.starts_with("~~~") {
+            fences += 1;
+        } else if fences % 2 == 0 && l.text.starts_with("> ") {
+            return Some(i);
+        }
+    }
+    None
+}
+
+/// kiro-cli's closing status line, like `▸ Credits: 0.12 • Time: 8s`.
+fn is_kiro_status(line: &str) -> bool {
+    let t = line.trim();
+    t.starts_with('▸') && (t.contains("Credits:") || t.contains("Time:"))
 }
 
 /// Keep at most `cap` bytes of `text`, from its end, with a note when anything was dropped.
+pub fn keep_end(text: &str, cap: usize) -> String {
+    cap_keeping_end(text, cap, false)
+}
+
+/// `keep_end`, noting a cut also when `cut_short` says the text was longer than it looks.
 fn cap_keeping_end(text: &str, cap: usize, cut_short: bool) -> String {
     if text.len() <= cap && !cut_short {
         return text.to_owned();
@@ -116,26 +218,27 @@ fn cap_keeping_end(text: &str, cap: usize, cut_short: bool) -> String {
     format!("[agentctl: summary truncated, showing only its last {} bytes]\n{kept}", kept.len())
 }
 
-/// Summarize a log read from `src`, reading only its end, and each byte of it once.
-pub fn summarize<R: Read + Seek>(src: &mut R, cap: usize) -> io::Result<String> {
+/// Summarize a log read from `src` as `from` says, reading only its end, and each byte of it
+/// once.
+pub fn summarize<R: Read + Seek>(src: &mut R, cap: usize, from: &ResultFrom) -> io::Result<String> {
     let len = src.seek(SeekFrom::End(0))?;
     let mut window = FIRST_WINDOW;
     // `buf` holds the log from `from` to its end; a wider window reads only what it adds.
-    let (mut buf, mut from) = (Vec::new(), len);
+    let (mut buf, mut at) = (Vec::new(), len);
     loop {
         let start = len.saturating_sub(window);
         // One byte more, to learn whether the window begins at a line start.
         let wanted = start.saturating_sub(1);
-        if wanted < from {
+        if wanted < at {
             src.seek(SeekFrom::Start(wanted))?;
-            let mut front = Vec::with_capacity((from - wanted) as usize + buf.len());
-            src.by_ref().take(from - wanted).read_to_end(&mut front)?;
+            let mut front = Vec::with_capacity((at - wanted) as usize + buf.len());
+            src.by_ref().take(at - wanted).read_to_end(&mut front)?;
             front.extend_from_slice(&buf);
-            (buf, from) = (front, wanted);
+            (buf, at) = (front, wanted);
         }
         let (line_start, bytes) = if start > 0 { (buf.first() == Some(&b'\n'), &buf[1..]) } else { (true, &buf[..]) };
         let last_try = window >= MAX_WINDOW;
-        if let Attempt::Done(s) = attempt(bytes, start == 0, line_start, cap, last_try) {
+        if let Attempt::Done(s) = attempt(bytes, start == 0, line_start, cap, last_try, from) {
             return Ok(s);
         }
         window = (window * 4).min(MAX_WINDOW);
@@ -158,8 +261,12 @@ mod tests {
 
     use super::*;
 
+    const KIRO: ResultFrom = ResultFrom::LastResponse;
+    /// kiro-cli's response marker, as its terminal library writes it.
+    const MARK: &str = "\x1b[38;5;10m> \x1b[0m";
+
     fn sum(log: &[u8]) -> String {
-        summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP).unwrap()
+        summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP, &KIRO).unwrap()
     }
 
     #[test]
@@ -180,6 +287,56 @@ mod tests {
         for (raw, want) in cases {
             assert_eq!(clean_line(raw), *want, "{:?}", String::from_utf8_lossy(raw));
         }
+    }
+
+    #[test]
+    fn only_a_coloured_prompt_reset_at_once_is_a_response_marker() {
+        let cases: &[(&[u8], bool)] = &[
+            (b"\x1b[38;5;10m> \x1b[0manswer", true),
+            (b"\x1b[32m> \x1b[mrest", true),
+            (b"\x1b[2K\x1b[1G\x1b[38;5;10m> \x1b[0m", true),
+            (b"spinner\r\x1b[38;5;10m> \x1b[0mafter a spinner", true),
+            (b"> plain", false),
+            // Inside a fenced block kiro prints code in the same colour, without a reset.
+            (b"\x1b[38;5;10m> line one", false),
+            (b"\x1b[38;5;10m>  \x1b[0mtwo spaces", false),
+            (b"\x1b[1m> \x1b[0mbold only", false),
+            (b"x\x1b[38;5;10m> \x1b[0m", false),
+        ];
+        for (raw, want) in cases {
+            assert_eq!(LineCleaner::default().marked_piece(raw).1, *want, "{:?}", String::from_utf8_lossy(raw));
+        }
+    }
+
+    #[test]
+    fn a_kiro_answer_with_quotes_and_code_is_kept_whole_without_its_status_line() {
+        let kiro = |answer: &str| {
+            format!(
+                "{MARK}Let me look.\n\x1b[38;5;244mRunning tool fs_read\x1b[0m\n> tool output\n\n{MARK}{answer}\n\n \x1b[38;5;8m▸ Credits: 0.31 • Time: 9s\x1b[0m\n\n"
+            )
+        };
+        // Markdown rendering off: the answer as the model wrote it.
+        let source = "Review: approve.\n\n> a quoted line\n> another\n\n```sh\ncat <<EOF |\n> line one\nEOF\n```\n\nVerdict: approve.";
+        assert_eq!(sum(kiro(source).as_bytes()), source);
+        // Rendered as kiro-cli does: quotes drawn with a bar, code in colour without fences.
+        let rendered = "Review: approve.\n\n\x1b[38;5;8m│ a quoted line\n\x1b[38;5;8m│ another\x1b[0m\n\n\x1b[1msh\x1b[0m\n\x1b[38;5;10mcat <<EOF |\n> line one\nEOF\n\x1b[0m\n\nVerdict: approve.";
+        let shown =
+            "Review: approve.\n\n│ a quoted line\n│ another\n\nsh\ncat <<EOF |\n> line one\nEOF\n\n\nVerdict: approve.";
+        assert_eq!(sum(kiro(rendered).as_bytes()), shown);
+        // Without colour (NO_COLOR): the last `> ` outside a fenced block.
+        let plain = "> Let me look.\n> Verdict first.\n```\n> inside\n```\nend\n";
+        assert_eq!(sum(plain.as_bytes()), "Verdict first.\n```\n> inside\n```\nend");
+    }
+
+    #[test]
+    fn each_result_setting_finds_its_answer() {
+        let log =
+            b"progress 1\n\x1b[31mwarning\x1b[0m on stderr\n{\"type\":\"result\",\"result\":\"the answer\\n> kept\"}\n";
+        let of = |from: ResultFrom| summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP, &from).unwrap();
+        assert_eq!(of(ResultFrom::Json("result".into())), "the answer\n> kept");
+        assert!(of(ResultFrom::Output).starts_with("progress 1\nwarning on stderr\n{"));
+        // No such field: the output stands in.
+        assert_eq!(of(ResultFrom::Json("response".into())), of(ResultFrom::Output));
     }
 
     #[test]
@@ -205,7 +362,7 @@ mod tests {
         for i in 0..20_000 {
             log.extend_from_slice(format!("line {i}\n").as_bytes());
         }
-        let s = summarize(&mut Cursor::new(log), 1000).unwrap();
+        let s = summarize(&mut Cursor::new(log), 1000, &KIRO).unwrap();
         assert!(s.starts_with("[agentctl: summary truncated"), "{}", &s[..80]);
         assert!(s.ends_with("line 19999"));
         assert!(s.len() < 1100);
@@ -230,7 +387,7 @@ mod tests {
         }
         let mut log = format!("> earlier\n{}\n", "z".repeat(1000)).into_bytes();
         log.extend_from_slice(tail.as_bytes());
-        let s = summarize(&mut Cursor::new(log), usize::MAX / 2).unwrap();
+        let s = summarize(&mut Cursor::new(log), usize::MAX / 2, &KIRO).unwrap();
         assert!(s.starts_with("answer\ny"), "{}", &s[..20]);
     }
 
@@ -260,25 +417,35 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         f.set_len(1 << 30).unwrap(); // sparse: a GiB of NULs without using the disk
         f.seek(SeekFrom::End(0)).unwrap();
-        f.write_all(b"\n> the last response\n").unwrap();
+        f.write_all(format!("\n{MARK}the last response\n").as_bytes()).unwrap();
         for i in 0..20_000 {
             writeln!(f, "\x1b[32mline {i}\x1b[0m of a long answer").unwrap();
         }
         let mut src = Counting { inner: f, read: 0 };
-        let s = summarize(&mut src, DEFAULT_CAP).unwrap();
+        let cap = 64 * 1024;
+        let s = summarize(&mut src, cap, &KIRO).unwrap();
         assert!(s.starts_with("[agentctl: summary truncated"), "{}", &s[..60]);
         assert!(s.ends_with("line 19999 of a long answer"));
-        assert!(s.len() <= DEFAULT_CAP + 100 && !s.contains('\x1b'));
+        assert!(s.len() <= cap + 100 && !s.contains('\x1b'));
         assert!(src.read <= MAX_WINDOW + 1, "read {} bytes of a 1 GiB log", src.read);
 
         // A short last response is found in the first window.
-        let mut f = tempfile::tempfile().unwrap();
-        f.set_len(1 << 30).unwrap();
-        f.seek(SeekFrom::End(0)).unwrap();
-        f.write_all(b"\n> short answer\n").unwrap();
-        let mut src = Counting { inner: f, read: 0 };
-        assert_eq!(summarize(&mut src, DEFAULT_CAP).unwrap(), "short answer");
-        assert!(src.read <= FIRST_WINDOW + 1, "read {} bytes", src.read);
+        let short = |marker: &str| {
+            let mut f = tempfile::tempfile().unwrap();
+            f.set_len(1 << 30).unwrap();
+            f.seek(SeekFrom::End(0)).unwrap();
+            f.write_all(format!("\n{marker}short answer\n").as_bytes()).unwrap();
+            let mut src = Counting { inner: f, read: 0 };
+            let s = summarize(&mut src, DEFAULT_CAP, &KIRO).unwrap();
+            (s, src.read)
+        };
+        let (s, read) = short(MARK);
+        assert_eq!(s, "short answer");
+        assert!(read <= FIRST_WINDOW + 1, "read {read} bytes");
+        // A plain marker might be a quote inside a longer answer: the search goes on, bounded.
+        let (s, read) = short("> ");
+        assert_eq!(s, "short answer");
+        assert!(read <= MAX_WINDOW + 1, "read {read} bytes");
     }
 
     #[test]

@@ -72,7 +72,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             (r.template, format!("role `{}` uses {}; {hint}", req.role, r.source), question.clone())
         }
         What::Run { argv } => {
-            let t = Template { command: argv.clone(), cwd: None, env: BTreeMap::new(), timeout: None };
+            let t = Template { command: argv.clone(), cwd: None, env: BTreeMap::new(), timeout: None, result: None };
             (t, "check the command".to_owned(), String::new())
         }
     };
@@ -87,8 +87,13 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         (None, None) => None,
     };
     // Render once without a token to refuse bad input before anything is created.
-    let probe =
-        template.render(&Vars { role: req.role.as_str(), question: &question, question_file: "", token: "000000" })?;
+    let probe = template.render(&Vars {
+        role: req.role.as_str(),
+        question: &question,
+        question_file: "",
+        result_file: "",
+        token: "000000",
+    })?;
     let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
     let Some(program) = find_program(&probe[0], &cwd, &path_var) else {
         return Err(Error::LaunchFailed(format!(
@@ -109,6 +114,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             role: req.role.as_str(),
             question: &question,
             question_file: &question_file.to_string_lossy(),
+            result_file: &store.result_path(&req.role, token).to_string_lossy(),
             token: token.as_str(),
         })?;
         let mut env = template.env.clone();
@@ -127,6 +133,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             env,
             deadline_ms: deadline.map(|d| d.as_millis() as u64),
             grace_ms: DEFAULT_GRACE.as_millis() as u64,
+            result: template.result_from(),
         };
         let rec = TaskRecord {
             token,

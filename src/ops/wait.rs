@@ -58,7 +58,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         (None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_)) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
-    if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None) {
+    if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {
         // A home we may read but not write (read-only, say): the answer is still `lost`.
         let Some(ended) = rec.ended.as_mut() else { return Err(e) };
         let note = ended.note.get_or_insert_with(String::new);
@@ -257,7 +257,7 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
              task itself: {}, then its supervisor",
             reached.describe()
         );
-        store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None)?;
+        store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None, None)?;
     }
     Ok(true)
 }

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use super::db::{self, err};
 use super::{Durability, Store, atomic, files, logfile, write_atomic};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Ended, Event, EventKind, Outcome, Role, TaskRecord, Token, summary_preview, unix_ms};
+use crate::task::{Ended, Event, EventKind, Outcome, ResultFrom, Role, TaskRecord, Token, summary_preview, unix_ms};
 
 /// Space set aside per running task so that its end can be recorded when the disk is full.
 const RESERVE: i64 = 256 * 1024;
@@ -41,33 +41,48 @@ impl Store {
     /// event. The caller holds the task's lock, so the first end recorded is the only one. On a
     /// full disk the task's reserve is given back and the writes are tried again. `lines` is the
     /// log's line count and the open log when the caller holds them (the supervisor counts as
-    /// the log grows); otherwise the log is read from its path.
+    /// the log grows); otherwise the log is read from its path. `from` says where the answer
+    /// is (read from the task's spec when not given).
     pub fn finish(
         &self,
         rec: &mut TaskRecord,
         outcome: Outcome,
         note: Option<String>,
         log: Option<(u64, &File)>,
+        from: Option<&ResultFrom>,
     ) -> Result<()> {
         if rec.ended.is_some() {
             return Ok(());
         }
         let t = rec.token;
         let mut notes: Vec<String> = note.into_iter().collect();
+        let from = match from {
+            Some(f) => f.clone(),
+            None => self.read_spec(t).map(|s| s.result).unwrap_or_default(),
+        };
+        // The agent's own answer file, when it wrote one; else what its output says.
+        let answer = match from {
+            ResultFrom::File => logfile::answer_file(&self.result_path(&rec.role, t)).unwrap_or_else(|e| {
+                notes.push(format!("cannot read the answer file: {}", files::describe(&e)));
+                None
+            }),
+            _ => None,
+        };
         let read = match log {
-            Some((lines, file)) => logfile::summary_of(file, Some(lines)),
-            None => logfile::summary_and_lines(&self.log_path(&rec.role, t)),
+            Some((lines, file)) => logfile::summary_of(file, Some(lines), &from),
+            None => logfile::summary_and_lines(&self.log_path(&rec.role, t), &from),
         };
         let (summary, line_count) = read.unwrap_or_else(|e| {
             notes.push(format!("cannot read the log: {}", files::describe(&e)));
             (String::new(), 0)
         });
+        let summary = answer.unwrap_or(summary);
         let reserve = self.task_dir(t).join("reserve");
-        let mut freed = false;
-        let mut on_full_disk = |what: &dyn Fn() -> Result<()>, notes: &mut Vec<String>| -> Result<()> {
+        let freed = std::cell::Cell::new(false);
+        let on_full_disk = |what: &dyn Fn() -> Result<()>, notes: &mut Vec<String>| -> Result<()> {
             match what() {
-                Err(e) if is_disk_full(&e) && !freed => {
-                    freed = true;
+                Err(e) if is_disk_full(&e) && !freed.get() => {
+                    freed.set(true);
                     let _ = fs::remove_file(&reserve);
                     notes.push(format!("the home's disk is full ({e}); the log may be cut short"));
                     what()
@@ -76,9 +91,13 @@ impl Store {
             }
         };
         let summary_path = self.summary_path(&rec.role, t);
-        if let Err(e) =
-            on_full_disk(&|| write_atomic(&summary_path, summary.as_bytes(), Durability::Durable), &mut notes)
-        {
+        // On a full disk, the end of the summary that fits in the task's reserve with room to spare.
+        let short = || crate::summary::keep_end(&summary, RESERVE as usize / 4);
+        let write = || {
+            let body = if freed.get() { short() } else { summary.clone() };
+            write_atomic(&summary_path, body.as_bytes(), Durability::Durable)
+        };
+        if let Err(e) = on_full_disk(&write, &mut notes) {
             notes.push(e.to_string());
         }
         let exit_code = outcome.exit_code();
@@ -184,11 +203,11 @@ impl Store {
         let _ = fs::remove_dir_all(self.task_dir(t));
     }
 
-    /// Remove the log, summary and question file of `t` under `role`, those there are.
+    /// Remove the log, summary, question and answer files of `t` under `role`, those there are.
     pub fn remove_history(&self, role: &Role, t: Token) -> Result<()> {
         let summary = self.summary_path(role, t);
         let temp = atomic::temp_path(&summary);
-        for path in [self.log_path(role, t), summary, temp, self.question_path(role, t)] {
+        for path in [self.log_path(role, t), summary, temp, self.question_path(role, t), self.result_path(role, t)] {
             match fs::remove_file(&path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => {}

@@ -6,6 +6,7 @@ use std::path::Path;
 
 use super::files::{self, Access};
 use crate::summary::{DEFAULT_CAP, summarize};
+use crate::task::ResultFrom;
 
 /// Counts the lines of a log as it grows, reading each byte once (a last line without `\n`
 /// counts).
@@ -134,17 +135,29 @@ pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
 
 /// The summary of the log at `path`, and its line count unless `known` (empty if it does not
 /// exist).
-pub fn summary_and_lines(path: &Path) -> io::Result<(String, u64)> {
+pub fn summary_and_lines(path: &Path, from: &ResultFrom) -> io::Result<(String, u64)> {
     match files::open(path, Access::Read) {
-        Ok(f) => summary_of(&f, None),
+        Ok(f) => summary_of(&f, None, from),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
         Err(e) => Err(e),
     }
 }
 
+/// The answer an agent wrote to `path` (escapes stripped, capped as a summary is), or `None`
+/// when it wrote nothing there.
+pub fn answer_file(path: &Path) -> io::Result<Option<String>> {
+    match files::open(path, Access::Read) {
+        Ok(mut f) => summarize(&mut f, DEFAULT_CAP, &ResultFrom::Output).map(|s| (!s.is_empty()).then_some(s)),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
 /// The summary of the open log `f`, and its line count unless `known`.
-pub fn summary_of(mut f: &File, known: Option<u64>) -> io::Result<(String, u64)> {
-    let summary = summarize(&mut f, DEFAULT_CAP)?;
+pub fn summary_of(mut f: &File, known: Option<u64>, from: &ResultFrom) -> io::Result<(String, u64)> {
+    // An answer file the agent did not write: its output stands in, whole.
+    let from = if *from == ResultFrom::File { &ResultFrom::Output } else { from };
+    let summary = summarize(&mut f, DEFAULT_CAP, from)?;
     let lines = match known {
         Some(n) => n,
         None => count_lines(&mut f)?,

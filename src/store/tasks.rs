@@ -6,7 +6,7 @@
 //! <home>/tasks/<token>/lock          flock held by the supervisor
 //! <home>/tasks/<token>/ctl.sock      the supervisor's control socket
 //! <home>/tasks/<token>/reserve       disk space set aside to record the end on a full disk
-//! <home>/subagents/<role>/data/history/<token>.log | .summary.md | .question.md
+//! <home>/subagents/<role>/data/history/<token>.log | .summary.md | .question.md | .result.md
 //! ```
 
 use std::fs::{self, DirBuilder};
@@ -160,6 +160,12 @@ impl Store {
     /// `subagents/<role>/data/history/<token>.question.md`, for `{question_file}` templates.
     pub fn question_path(&self, role: &Role, t: Token) -> PathBuf {
         self.history_dir(role).join(format!("{t}.question.md"))
+    }
+
+    /// `subagents/<role>/data/history/<token>.result.md`, for `{result_file}` templates: the
+    /// agent writes its answer there.
+    pub fn result_path(&self, role: &Role, t: Token) -> PathBuf {
+        self.history_dir(role).join(format!("{t}.result.md"))
     }
 
     /// Create a task with a fresh unique token and take its lock. Nothing is left behind if

@@ -136,7 +136,7 @@ impl Supervisor {
         let clients = match Clients::listen(&socket_path) {
             Ok(l) => l,
             Err(e) => {
-                refuse_start(&store, &mut rec, format!("cannot listen on {}: {e}", socket_path.display()))?;
+                refuse_start(&store, &mut rec, &spec, format!("cannot listen on {}: {e}", socket_path.display()))?;
                 return Ok(None);
             }
         };
@@ -151,7 +151,7 @@ impl Supervisor {
             Ok(started) => started,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
-                refuse_start(&store, &mut rec, msg)?;
+                refuse_start(&store, &mut rec, &spec, msg)?;
                 return Ok(None);
             }
         };
@@ -334,7 +334,8 @@ impl Supervisor {
         self.clients.release_spares();
         // Counted and summarized from the file the agent wrote, whatever became of its name.
         let log = self.log.finish();
-        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log)) {
+        if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log), Some(&self.spec.result))
+        {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.clients.answer(|want| want == Some(Request::Wait));
@@ -375,9 +376,9 @@ impl Supervisor {
 
 /// Record that the agent could not be started, then tell the launcher why (the record is
 /// final by the time the launcher returns).
-fn refuse_start(store: &Store, rec: &mut TaskRecord, error: String) -> Result<()> {
+fn refuse_start(store: &Store, rec: &mut TaskRecord, spec: &TaskSpec, error: String) -> Result<()> {
     let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) };
-    let saved = store.finish(rec, outcome, None, None);
+    let saved = store.finish(rec, outcome, None, None, Some(&spec.result));
     report(&format!("error {error}"));
     saved
 }

@@ -15,5 +15,5 @@ pub use outcome::{Outcome, Status, StopReason};
 pub use record::{Ended, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
 pub use role::Role;
 pub use spec::TaskSpec;
-pub use template::{Template, Vars};
+pub use template::{ResultFrom, Template, Vars};
 pub use token::{Token, input_preview, random_u64};

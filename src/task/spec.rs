@@ -5,6 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::ResultFrom;
+
 /// The command, directory, extra environment and limits of one task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct TaskSpec {
@@ -22,4 +24,7 @@ pub struct TaskSpec {
     pub deadline_ms: Option<u64>,
     /// How long a halted agent gets between SIGTERM and SIGKILL.
     pub grace_ms: u64,
+    /// Where the summary comes from.
+    #[serde(default)]
+    pub result: ResultFrom,
 }

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 
@@ -19,6 +19,56 @@ pub struct Template {
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     pub timeout: Option<String>,
+    /// Where the agent's final answer is found (see `ResultFrom`); unset: the agent's file
+    /// when the command names `{result_file}`, else its last response.
+    pub result: Option<ResultFrom>,
+}
+
+/// Where a task's final answer (its summary) comes from: a template's `result` setting.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum ResultFrom {
+    /// `last-response`: the text after the last response marker (kiro-cli's coloured `> `),
+    /// without kiro's closing status lines; the whole output when there is no marker.
+    #[default]
+    LastResponse,
+    /// `output`: the whole output, escapes stripped.
+    Output,
+    /// `file`: the file the agent wrote at `{result_file}`; the output if it wrote none.
+    File,
+    /// `json:FIELD`: a string field of the last JSON object the agent printed
+    /// (`claude -p --output-format json` → `json:result`); the output if there is none.
+    Json(String),
+}
+
+impl ResultFrom {
+    const KINDS: &str = "`last-response`, `output`, `file` or `json:FIELD` (like `json:result`)";
+}
+
+impl TryFrom<String> for ResultFrom {
+    type Error = String;
+    fn try_from(s: String) -> Result<ResultFrom, String> {
+        match s.as_str() {
+            "last-response" => Ok(ResultFrom::LastResponse),
+            "output" => Ok(ResultFrom::Output),
+            "file" => Ok(ResultFrom::File),
+            _ => match s.strip_prefix("json:") {
+                Some(field) if !field.is_empty() => Ok(ResultFrom::Json(field.to_owned())),
+                _ => Err(format!("unknown result `{s}`; use {}", ResultFrom::KINDS)),
+            },
+        }
+    }
+}
+
+impl From<ResultFrom> for String {
+    fn from(r: ResultFrom) -> String {
+        match r {
+            ResultFrom::LastResponse => "last-response".into(),
+            ResultFrom::Output => "output".into(),
+            ResultFrom::File => "file".into(),
+            ResultFrom::Json(field) => format!("json:{field}"),
+        }
+    }
 }
 
 /// The values placeholders stand for.
@@ -26,6 +76,7 @@ pub struct Vars<'a> {
     pub role: &'a str,
     pub question: &'a str,
     pub question_file: &'a str,
+    pub result_file: &'a str,
     pub token: &'a str,
 }
 
@@ -33,7 +84,27 @@ impl Template {
     /// The built-in template for roles that `agents.toml` does not name.
     pub fn builtin_default() -> Template {
         let command = ["kiro-cli", "chat", "--no-interactive", "--agent", "{role}", "{question}"];
-        Template { command: command.map(String::from).to_vec(), cwd: None, env: BTreeMap::new(), timeout: None }
+        Template {
+            command: command.map(String::from).to_vec(),
+            cwd: None,
+            env: BTreeMap::new(),
+            timeout: None,
+            result: None,
+        }
+    }
+
+    /// Where this template's answer comes from.
+    pub fn result_from(&self) -> ResultFrom {
+        match &self.result {
+            Some(r) => r.clone(),
+            None if self.uses_result_file() => ResultFrom::File,
+            None => ResultFrom::LastResponse,
+        }
+    }
+
+    /// Whether the agent writes its answer to a file agentctl names.
+    pub fn uses_result_file(&self) -> bool {
+        self.command.iter().any(|a| a.contains("{result_file}"))
     }
 
     /// Whether the agent reads the question from a file rather than from argv.
@@ -76,6 +147,7 @@ fn substitute(arg: &str, vars: &Vars<'_>) -> String {
             ("{role}", vars.role),
             ("{question}", vars.question),
             ("{question_file}", vars.question_file),
+            ("{result_file}", vars.result_file),
             ("{token}", vars.token),
         ]
         .into_iter()
@@ -100,7 +172,7 @@ mod tests {
     use super::*;
 
     fn vars(q: &str) -> Vars<'_> {
-        Vars { role: "reviewer", question: q, question_file: "/h/q.md", token: "abc123" }
+        Vars { role: "reviewer", question: q, question_file: "/h/q.md", result_file: "/h/r.md", token: "abc123" }
     }
 
     #[test]
@@ -119,9 +191,31 @@ mod tests {
             cwd: None,
             env: BTreeMap::new(),
             timeout: None,
+            result: None,
         };
         assert!(t.uses_question_file());
         assert_eq!(t.render(&vars("hi")).unwrap(), ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]);
+        assert_eq!(t.result_from(), ResultFrom::LastResponse);
+        let t = Template { command: vec!["codex".into(), "--last={result_file}".into()], ..t };
+        assert_eq!(t.render(&vars("hi")).unwrap(), ["codex", "--last=/h/r.md"]);
+        assert_eq!(t.result_from(), ResultFrom::File);
+    }
+
+    #[test]
+    fn result_settings_read_and_write_as_text() {
+        for (text, want) in [
+            ("last-response", ResultFrom::LastResponse),
+            ("output", ResultFrom::Output),
+            ("file", ResultFrom::File),
+            ("json:result", ResultFrom::Json("result".into())),
+        ] {
+            assert_eq!(ResultFrom::try_from(text.to_owned()).unwrap(), want);
+            assert_eq!(String::from(want), text);
+        }
+        for bad in ["", "json:", "last_response", "JSON:result"] {
+            let e = ResultFrom::try_from(bad.to_owned()).unwrap_err();
+            assert!(e.contains("json:FIELD"), "{e}");
+        }
     }
 
     #[test]

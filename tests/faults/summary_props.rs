@@ -50,7 +50,7 @@ fn garbage(rng: &mut Rng, pieces: usize) -> Vec<u8> {
 }
 
 fn sum(log: &[u8]) -> String {
-    summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP).unwrap()
+    summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP, &Default::default()).unwrap()
 }
 
 #[test]
@@ -117,7 +117,7 @@ fn a_ten_gib_sparse_log_costs_no_more_than_a_small_one() {
         f.write_all(tail).unwrap();
         let mut src = Counting { inner: f, read: 0 };
         let t0 = Instant::now();
-        let s = summarize(&mut src, DEFAULT_CAP).unwrap();
+        let s = summarize(&mut src, DEFAULT_CAP, &Default::default()).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
         assert!(src.read <= 16 * 1024 * 1024 + 1, "read {} bytes of a 10 GiB log", src.read);
         assert!(!s.contains('\0'));
