@@ -128,6 +128,12 @@ impl Error {
             (Error::NoHome(_), Cli) => "check --home and AGENTCTL_HOME".into(),
             (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
             (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),
+            (Error::InvalidRole(_), Mcp) => "call `ask` again with such a role".into(),
+            (Error::LaunchFailed(_), Mcp) => "then call `ask` again; nothing was started".into(),
+            (Error::AlreadyFinished { token, .. }, Mcp) => format!("call `await` with token {token} for its result"),
+            (Error::Io { .. } | Error::Internal(_) | Error::Refused(_), Mcp) => {
+                "call `list` to see where the tasks stand, then try again".into()
+            }
             _ => return None,
         })
     }

@@ -171,6 +171,10 @@ pub struct McpArgs {
     /// result); keep it below the client's tool-call timeout (60 s in the TypeScript SDK)
     #[arg(long, value_name = "D", default_value = "55s")]
     pub max_wait: String,
+    /// The most bytes one tool result holds, both its copies together (at least 2048): a
+    /// longer answer keeps its head and tail, and says which `logs` call reads the rest
+    #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_BUDGET)]
+    pub result_budget: usize,
 }
 
 #[derive(Debug, Args)]

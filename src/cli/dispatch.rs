@@ -159,7 +159,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             // Enough to tell a message too long to carry from one that fits, and no more.
             let message = if n.message == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { n.message };
             let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
-            let _ = out.event(&event);
+            let _ = out.posted(&event);
             Ok(ExitCode::SUCCESS)
         }
         Command::Events(e) => {
@@ -185,7 +185,15 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Mcp(m) => {
             let max_wait = crate::mcp::MaxWait(parse_duration(&m.max_wait)?);
-            let options = crate::mcp::Options { allow_run: m.allow_run, agents_file: agents, max_wait };
+            if m.result_budget < crate::mcp::MIN_BUDGET {
+                return Err(Error::Usage(format!(
+                    "--result-budget {} is too small; give at least {} bytes",
+                    m.result_budget,
+                    crate::mcp::MIN_BUDGET
+                )));
+            }
+            let options =
+                crate::mcp::Options { allow_run: m.allow_run, agents_file: agents, max_wait, budget: m.result_budget };
             crate::mcp::serve(Store::open(&home)?, options).await?;
             Ok(ExitCode::SUCCESS)
         }

@@ -140,6 +140,20 @@ impl Out {
         Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))
     }
 
+    /// Say that `e` was posted, without echoing its text (the poster has it).
+    pub fn posted(&self, e: &Event) -> io::Result<()> {
+        let mut w = io::stdout().lock();
+        let bytes = e.text.as_ref().map_or(0, String::len);
+        if self.json {
+            let j = json!({ "type": e.kind, "seq": e.seq, "time": e.time, "session": e.session, "bytes": bytes });
+            writeln!(w, "{j}")?;
+        } else {
+            let seq = e.seq.map(|s| format!(" #{s}")).unwrap_or_default();
+            writeln!(w, "posted {}{seq} to session {} ({bytes} bytes)", e.kind, e.session)?;
+        }
+        w.flush()
+    }
+
     /// Print one event of a followed log (one JSON object per line with --json).
     pub fn logged_event(&self, e: &LoggedEvent) -> io::Result<()> {
         let mut w = io::stdout().lock();

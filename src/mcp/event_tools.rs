@@ -9,32 +9,70 @@ use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::Serialize;
 
+use super::budget::{self, TaskResult};
 use super::params::{NotifyParams, WaitForEventParams};
 use super::result;
 use super::server::{AgentctlServer, answer};
 use crate::error::Error;
 use crate::ops;
-use crate::task::{Event, EventKind};
+use crate::task::{Event, EventKind, Status};
 
-/// `wait_for_event`'s structured result: the event, and a note when the wait asked for was
-/// longer than this server waits.
+/// An event as a tool result: what a model can use, nothing null. A `task_finished` carries
+/// the task's answer within the server's budget, so collecting a task takes no other call.
 #[derive(Serialize, JsonSchema)]
-struct EventAnswer {
-    #[serde(flatten)]
-    event: Event,
-    /// Set when the wait was shortened to the server's limit.
+struct EventResult {
+    #[serde(rename = "type")]
+    kind: EventKind,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    token: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    role: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_code: Option<i32>,
+    /// For `task_finished`: the answer (head and tail when long, with the `logs` call for the rest).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    summary: Option<String>,
+    /// For `message` and `question`: what the task said.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
+    /// What to call next.
+    next: String,
+}
+
+impl EventResult {
+    fn text(&self) -> String {
+        let who = match (&self.token, &self.role) {
+            (Some(t), Some(r)) => format!(" {t} ({r})"),
+            (Some(t), None) => format!(" {t}"),
+            _ => String::new(),
+        };
+        let mut out = format!("{}{who}", self.kind);
+        if let Some(s) = self.status {
+            out.push_str(&format!(" {s}"));
+        }
+        if let Some(c) = self.exit_code {
+            out.push_str(&format!(" exit {c}"));
+        }
+        for part in [&self.note, &self.text, &self.summary].into_iter().flatten() {
+            out.push_str(&format!("\n{part}"));
+        }
+        out.push_str(&format!("\nnext: {}", self.next));
+        out
+    }
 }
 
 #[tool_router(router = event_router, vis = "pub(super)")]
 impl AgentctlServer {
     #[tool(
-        description = "Block until the next event of a session: a task finishing (task_finished), or a message \
-                       or question a task posted. Returns the oldest one not yet taken, at once if one is queued; \
-                       each event goes to one caller only. After timeout_secs (default and at most {max_wait}, \
-                       this server's limit for one call) returns {type: timeout}: call again to keep waiting.",
+        description = "Return the next event of a session, waiting up to {max_wait}: task_finished (with the \
+                       task's answer), or a message or question a task posted. Each event is returned once. On \
+                       {type: timeout}, call again.",
         annotations(title = "Wait for an event", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<EventAnswer>()
+        output_schema = schema_for_output::<EventResult>()
     )]
     async fn wait_for_event(
         &self,
@@ -60,38 +98,99 @@ impl AgentctlServer {
                     }
                 };
                 let cancelled = || Err(Error::Usage("the wait was cancelled; the session's events stay queued".into()));
+                let again = "call `wait_for_event` again to keep waiting";
                 let Some(event) = self.watch(wait, &ctx, progress).await.unwrap_or_else(cancelled)? else {
                     let note = "a newer wait_for_event of this connection took over this one";
-                    return Ok(result::structured(
-                        &EventAnswer { event: Event::new(EventKind::Timeout, &session), note: Some(note.into()) },
-                        note.into(),
-                        false,
-                    ));
+                    let r = EventResult::bare(EventKind::Timeout, Some(note.into()), again.into());
+                    return Ok(result::structured(&r, r.text(), false));
                 };
                 if let Some(seq) = event.seq {
                     self.conn.answered(seq);
                 }
-                let mut text = event.describe();
-                if let Some(note) = &limit.note {
-                    text.push_str(&format!("\nnote: {note}"));
-                }
-                Ok(result::structured(&EventAnswer { event, note: limit.note }, text, false))
+                let r = self.event_result(event, limit.note);
+                Ok(result::structured(&r, r.text(), false))
             }
             .await,
         )
     }
 
     #[tool(
-        description = "Post a message (or, with question: true, a question) to a session, where wait_for_event \
-                       returns it.",
+        description = "Post a message (or with question: true a question) to a session's wait_for_event.",
         annotations(title = "Notify a session", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<Event>()
+        output_schema = schema_for_output::<Posted>()
     )]
     async fn notify(&self, Parameters(p): Parameters<NotifyParams>) -> std::result::Result<CallToolResult, ErrorData> {
         answer((|| {
             let session = p.session.unwrap_or_else(|| self.conn.session.clone());
             let e = ops::notify(&self.store, Some(&session), p.question, &p.message)?;
-            Ok(result::structured(&e, e.describe(), false))
+            // Not the text again: the caller has it.
+            let posted = Posted { kind: e.kind, session: e.session, seq: e.seq };
+            let text = format!("posted {} to session {}", posted.kind, posted.session);
+            Ok(result::structured(&posted, text, false))
         })())
+    }
+}
+
+/// What `notify` answers.
+#[derive(Serialize, JsonSchema)]
+struct Posted {
+    #[serde(rename = "type")]
+    kind: EventKind,
+    session: String,
+    seq: Option<u64>,
+}
+
+impl EventResult {
+    /// An event with nothing but its kind, a note and what to call next.
+    fn bare(kind: EventKind, note: Option<String>, next: String) -> EventResult {
+        EventResult {
+            kind,
+            token: None,
+            role: None,
+            status: None,
+            exit_code: None,
+            summary: None,
+            text: None,
+            note,
+            next,
+        }
+    }
+}
+
+impl AgentctlServer {
+    /// `event` as a result: a finished task's answer read whole and fitted to the budget.
+    fn event_result(&self, event: Event, note: Option<String>) -> EventResult {
+        let again = "call `wait_for_event` again for the next event".to_owned();
+        let mut r = EventResult::bare(event.kind, note, again);
+        r.token = event.token.map(|t| t.to_string());
+        r.role = event.role.map(|t| t.to_string());
+        r.status = event.status;
+        r.exit_code = event.exit_code;
+        r.text = event.text;
+        match event.kind {
+            EventKind::Timeout => {
+                r.next = "nothing arrived in time: call `wait_for_event` again to keep waiting".into()
+            }
+            EventKind::TaskFinished => {
+                let Some(token) = event.token else { return r };
+                let view = ops::status(&self.store, token);
+                let mut task = match &view {
+                    Ok(v) => TaskResult::of(v, None),
+                    Err(_) => return EventResult { summary: event.summary, ..r },
+                };
+                // What the event's other fields take, and the text copy's headline: the rest is
+                // the answer's.
+                let room = self.options.budget.saturating_sub(2 * (r.next.len() + 200));
+                budget::fit(std::slice::from_mut(&mut task), room, |t| {
+                    2 * t[0].summary.as_ref().map_or(0, |s| s.len() + s.len() / 16)
+                });
+                r.summary = task.summary;
+                if r.status.is_some_and(|s| s != Status::Completed) {
+                    r.next = format!("call `logs` with token {token} to read its output; {}", r.next);
+                }
+            }
+            EventKind::Message | EventKind::Question => {}
+        }
+        r
     }
 }

@@ -1,6 +1,7 @@
 //! The MCP server (`agentctl mcp`): rmcp tool adapters over `ops`, on stdio. No rules here:
 //! parameters are converted, `ops` decides, results are rendered.
 
+mod budget;
 mod event_tools;
 mod gate;
 mod limits;
@@ -10,5 +11,6 @@ mod result;
 mod server;
 mod task_tools;
 
+pub use budget::{DEFAULT_BUDGET, MIN_BUDGET};
 pub use limits::MaxWait;
 pub use server::{Options, serve};

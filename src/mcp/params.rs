@@ -9,8 +9,8 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::limits::MaxWait;
 use crate::error::{Error, Result};
-use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, Wait, What, Window};
-use crate::task::{EventKind, Role, Status, duration_from_secs};
+use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
+use crate::task::{EventKind, Role, Status, Token, duration_from_secs};
 
 /// How many tasks `list` returns unless told, and at most.
 pub const LIST_PAGE: usize = 50;
@@ -22,25 +22,24 @@ pub const MAX_LIST_PAGE: usize = 200;
 /// How to start a task and how long to wait for it: shared by `ask` and `run`.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct LaunchOptions {
-    /// Return the token at once instead of waiting for a quick result.
+    /// Return the token at once.
     #[serde(default, rename = "async")]
     pub run_async: bool,
-    /// Seconds to wait for the result before handing back a token (default {hybrid_wait}, at most {max_wait}).
+    /// Seconds to wait for the answer before returning the token (default {hybrid_wait}).
     pub wait_secs: Option<f64>,
-    /// Directory the agent runs in (default: the server's).
+    /// Working directory.
     pub cwd: Option<String>,
-    /// Halt the task (status `expired`) once it has run this many seconds.
+    /// Halt the task (`expired`) after this many seconds.
     pub timeout_secs: Option<f64>,
-    /// Session the task reports to when it ends (see wait_for_event; default: this connection's own).
+    /// Session whose wait_for_event gets its end (default: yours).
     pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskParams {
-    /// The role to ask, e.g. `reviewer` (letters, digits, `_`, `-`). Its agent command comes
-    /// from agents.toml; without one, kiro-cli runs the role.
+    /// The role, e.g. `reviewer` (letters, digits, `_`, `-`); agents.toml says which agent runs it.
     pub role: String,
-    /// The question or task for the agent.
+    /// The task for the agent.
     pub question: String,
     #[serde(flatten)]
     pub options: LaunchOptions,
@@ -48,9 +47,9 @@ pub struct AskParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunParams {
-    /// The command and its arguments, run without a shell, e.g. ["make", "test"].
+    /// Program and arguments, no shell: ["make", "test"].
     pub command: Vec<String>,
-    /// Role name to file the task under (default `run`).
+    /// Role to file it under (default `run`).
     pub role: Option<String>,
     #[serde(flatten)]
     pub options: LaunchOptions,
@@ -58,11 +57,25 @@ pub struct RunParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AwaitParams {
-    /// The task's 6-hex-character token, as returned by ask.
-    #[serde(deserialize_with = "token_text")]
-    pub token: String,
-    /// Seconds to block at most (default and at most {max_wait}). The task keeps running afterwards.
+    /// A task's token.
+    #[serde(default, deserialize_with = "some_token_text")]
+    pub token: Option<String>,
+    /// Several tokens: returns when any ends.
+    #[serde(default)]
+    pub tokens: Vec<String>,
+    /// Seconds to wait at most (default {max_wait}).
     pub timeout_secs: Option<f64>,
+}
+
+impl AwaitParams {
+    /// The tokens to wait for: `token` and `tokens` together.
+    pub fn tokens(&self) -> Result<Vec<Token>> {
+        let all: Vec<Token> = self.token.iter().chain(&self.tokens).map(|t| Token::parse(t)).collect::<Result<_>>()?;
+        if all.is_empty() {
+            return Err(Error::Usage("give `token` (one task) or `tokens` (several); `list` shows the tasks".into()));
+        }
+        Ok(all)
+    }
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -70,19 +83,19 @@ pub struct HaltParams {
     /// The task's token.
     #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Seconds between SIGTERM and SIGKILL (default 5, at most {max_wait}).
+    /// Seconds from SIGTERM to SIGKILL (default 5).
     pub grace_secs: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct ListParams {
-    /// Only tasks with this status: starting, running, completed, failed, cancelled, expired, lost.
+    /// Only tasks with this status (running, completed, failed…).
     pub status: Option<String>,
     /// Only tasks of this role.
     pub role: Option<String>,
-    /// Most tasks to return (default 50, at most 200); the newest come first.
+    /// Most tasks to return (default 50).
     pub limit: Option<usize>,
-    /// Continue after this page: the `next_cursor` of the previous answer.
+    /// The previous page's next_cursor.
     pub cursor: Option<String>,
 }
 
@@ -91,35 +104,40 @@ pub struct LogsParams {
     /// The task's token.
     #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Return the last N lines (default 100, at most 1000). Ignored when `offset` is given.
+    /// The last N lines (default 100).
     pub tail_lines: Option<u64>,
-    /// Return lines from this 0-based line number on (use `next_offset` of the previous page).
+    /// First line (0-based): a page's next_offset.
     pub offset: Option<u64>,
-    /// How many lines from `offset` (default 200, at most 1000).
+    /// Lines from offset (default 200).
     pub limit: Option<u64>,
-    /// Keep escape sequences as the agent wrote them.
+    /// First character of line offset: a page's next_column.
+    pub column: Option<u64>,
+    /// Read the task's whole final answer instead of its output.
+    #[serde(default)]
+    pub summary: bool,
+    /// Keep escape sequences.
     #[serde(default)]
     pub raw: bool,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct WaitForEventParams {
-    /// Only these event types: task_finished, message, question (default: any).
+    /// Only these: task_finished, message, question.
     pub types: Option<Vec<String>>,
-    /// Seconds to block at most (default and at most {max_wait}); then a `timeout` event comes back.
+    /// Seconds to wait at most (default {max_wait}).
     pub timeout_secs: Option<f64>,
-    /// Session to wait on (default: this connection's own, the `session` ask and run show).
+    /// Session to wait on (default: yours).
     pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct NotifyParams {
-    /// What to tell the session's waiter.
+    /// The text.
     pub message: String,
-    /// Post it as a question (waiters can filter on `question`).
+    /// Post it as a question.
     #[serde(default)]
     pub question: bool,
-    /// Session to post to (default: this connection's own).
+    /// Session to post to (default: yours).
     pub session: Option<String>,
 }
 
@@ -148,6 +166,11 @@ fn token_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<String, D:
         }
     }
     d.deserialize_any(TokenText)
+}
+
+/// An optional `token` argument, read as `token_text` reads one.
+fn some_token_text<'de, D: Deserializer<'de>>(d: D) -> std::result::Result<Option<String>, D::Error> {
+    token_text(d).map(Some)
 }
 
 /// Seconds from a client, checked, or `default` when none were given.
@@ -220,11 +243,18 @@ impl ListParams {
 
 impl LogsParams {
     /// The window this asks for.
-    pub fn window(&self) -> Window {
-        match self.offset {
-            Some(offset) => Window::Range { offset, limit: self.limit.unwrap_or(200).min(MAX_PAGE_LINES) },
-            None => Window::Tail(self.tail_lines.unwrap_or(100).min(MAX_PAGE_LINES)),
-        }
+    pub fn request(&self, max_bytes: usize) -> PageRequest {
+        let window = match (self.offset, self.column) {
+            (Some(offset), column) => Window::Range {
+                offset,
+                limit: self.limit.unwrap_or(200).min(MAX_PAGE_LINES),
+                column: column.unwrap_or(0),
+            },
+            // A column alone reads the first line from there.
+            (None, Some(column)) => Window::Range { offset: 0, limit: self.limit.unwrap_or(200), column },
+            (None, None) => Window::Tail(self.tail_lines.unwrap_or(100).min(MAX_PAGE_LINES)),
+        };
+        PageRequest { window, raw: self.raw, summary: self.summary, max_bytes }
     }
 }
 
@@ -238,7 +268,7 @@ mod tests {
     fn a_token_may_come_as_a_number() {
         for (given, text) in [(json!("a3f2c1"), "a3f2c1"), (json!(4217), "004217"), (json!(0), "000000")] {
             let p: AwaitParams = serde_json::from_value(json!({ "token": given })).unwrap();
-            assert_eq!(p.token, text);
+            assert_eq!(p.token.as_deref(), Some(text));
         }
         for bad in [json!(-1), json!(4.5), json!(true), json!(null), json!([1])] {
             assert!(serde_json::from_value::<HaltParams>(json!({ "token": bad })).is_err(), "{bad}");

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use rmcp::handler::server::router::tool::ToolRouter;
-use rmcp::model::JsonObject;
+use rmcp::model::{JsonObject, ToolAnnotations};
 use serde_json::Value;
 
 use super::limits::MaxWait;
@@ -35,8 +35,8 @@ const STANDARD_FORMATS: &[&str] = &[
 ];
 
 /// Settle every tool's published form: `{max_wait}` and `{hybrid_wait}` filled in in its
-/// description and its parameters' descriptions, and only standard formats in its input and
-/// output schemas.
+/// description and its parameters' descriptions, only standard formats, and nothing a client
+/// would assume anyway.
 pub fn publish<S>(router: &mut ToolRouter<S>, max: MaxWait) {
     for route in router.map.values_mut() {
         let tool = &mut route.attr;
@@ -44,17 +44,67 @@ pub fn publish<S>(router: &mut ToolRouter<S>, max: MaxWait) {
             tool.description = Some(max.fill(d).into());
         }
         tool.input_schema = settle(&tool.input_schema, max);
-        tool.output_schema = tool.output_schema.as_ref().map(|s| settle(s, max));
+        // Only that a structured result comes, and that it is an object: what each holds is in
+        // the tool's description and the result itself, and every client reads the list.
+        tool.output_schema = tool.output_schema.as_ref().map(|_| Arc::new(object_schema()));
+        tool.annotations = tool.annotations.take().and_then(only_news);
     }
+}
+
+/// `{"type": "object"}`.
+fn object_schema() -> JsonObject {
+    let mut o = JsonObject::new();
+    o.insert("type".into(), Value::String("object".into()));
+    o
+}
+
+/// The hints that differ from what a client assumes without them (not read-only, destructive,
+/// not idempotent, open world), and none that do not apply (a read-only tool is neither
+/// destructive nor not); no title, the tool's name says it.
+fn only_news(mut a: ToolAnnotations) -> Option<ToolAnnotations> {
+    a.title = None;
+    let read_only = a.read_only_hint == Some(true);
+    a.read_only_hint = a.read_only_hint.filter(|&h| h);
+    a.destructive_hint = a.destructive_hint.filter(|&h| !h && !read_only);
+    a.idempotent_hint = a.idempotent_hint.filter(|&h| h && !read_only);
+    a.open_world_hint = a.open_world_hint.filter(|&h| !h);
+    let any = [a.read_only_hint, a.destructive_hint, a.idempotent_hint, a.open_world_hint].iter().any(Option::is_some);
+    any.then_some(a)
 }
 
 fn settle(schema: &JsonObject, max: MaxWait) -> Arc<JsonObject> {
     let mut schema = Value::Object(schema.clone());
     fill_descriptions(&mut schema, max);
     strip_formats(&mut schema);
+    compact(&mut schema);
     match schema {
         Value::Object(map) => Arc::new(map),
         _ => unreachable!("a schema object stays an object"),
+    }
+}
+
+/// Make an input schema short, for every client reads it (and a model pays for each byte):
+/// no `$schema`, an optional parameter typed as itself rather than "it or null", no
+/// `default: null`.
+fn compact(schema: &mut Value) {
+    let Value::Object(map) = schema else { return };
+    map.remove("$schema");
+    let required: Vec<Value> = map.get("required").and_then(Value::as_array).cloned().unwrap_or_default();
+    let Some(Value::Object(props)) = map.get_mut("properties") else { return };
+    for (name, prop) in props.iter_mut() {
+        let Value::Object(p) = prop else { continue };
+        if required.iter().any(|r| r == name.as_str()) {
+            continue;
+        }
+        if p.get("default") == Some(&Value::Null) {
+            p.remove("default");
+        }
+        if let Some(Value::Array(types)) = p.get("type")
+            && let [one] = types.iter().filter(|t| *t != "null").collect::<Vec<_>>().as_slice()
+        {
+            let one = (*one).clone();
+            p.insert("type".into(), one);
+        }
     }
 }
 

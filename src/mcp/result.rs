@@ -1,11 +1,12 @@
-//! Rendering `ops` answers as tool results: structured content plus a readable text copy;
-//! task failures and refusals as `isError` results an LLM can act on.
+//! Rendering `ops` answers as tool results: structured content plus a short readable copy,
+//! within the server's budget; task failures and refusals as `isError` results that say which
+//! tool to call next.
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
+use super::budget::{self, TaskResult};
 use crate::error::{Error, Frontend};
-use crate::ops::TaskView;
 use crate::task::Status;
 
 /// A structured result whose text copy is `text`.
@@ -17,19 +18,50 @@ pub fn structured<T: Serialize>(value: &T, text: String, is_error: bool) -> Call
     r
 }
 
-/// A task answer; a task that ended other than `completed` is an error result, unless that
-/// end is what was asked for (`halt`).
-pub fn task(v: &TaskView, expected: Option<Status>) -> CallToolResult {
-    let failed = v.status.is_final() && v.status != Status::Completed && Some(v.status) != expected;
-    structured(v, v.text(), failed)
+/// The bytes of both copies of a result.
+fn size<T: Serialize>(value: &T, text: &str) -> usize {
+    serde_json::to_string(value).map_or(0, |j| j.len()) + text.len()
 }
 
-/// Add `note` to what the view notes already.
-pub fn add_note(v: &mut TaskView, note: String) {
-    v.note = Some(match v.note.take() {
-        Some(n) => format!("{note}; {n}"),
-        None => note,
-    });
+/// A task answer within `budget`; a task that ended other than `completed` is an error result,
+/// unless that end is what was asked for (`halt`).
+pub fn task(mut r: TaskResult, expected: Option<Status>, budget: usize) -> CallToolResult {
+    let failed = r.status.is_final() && r.status != Status::Completed && Some(r.status) != expected;
+    budget::fit(std::slice::from_mut(&mut r), budget, |t| size(&t[0], &t[0].text()));
+    let text = r.text();
+    structured(&r, text, failed)
+}
+
+/// `await`'s structured result: the tasks that ended (earliest end first), then those still
+/// running.
+#[derive(Serialize, schemars::JsonSchema)]
+pub struct AwaitResult {
+    pub tasks: Vec<TaskResult>,
+    /// What to call next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+}
+
+impl AwaitResult {
+    fn text(&self) -> String {
+        let mut parts: Vec<String> = self.tasks.iter().map(TaskResult::text).collect();
+        parts.extend(self.next.iter().map(|n| format!("next: {n}")));
+        parts.join("\n\n")
+    }
+}
+
+/// An `await` answer within `budget`: an error result when every task it returns has ended
+/// and one of them did not complete.
+pub fn awaited(mut a: AwaitResult, budget: usize) -> CallToolResult {
+    let failed = a.tasks.iter().all(|t| t.status.is_final()) && a.tasks.iter().any(|t| t.status != Status::Completed);
+    let next = a.next.take();
+    let mut tasks = std::mem::take(&mut a.tasks);
+    // Both copies hold each task and `next` once, and a few bytes of framing.
+    let framing = 2 * next.as_ref().map_or(0, |n| n.len() + 16) + 32;
+    budget::fit(&mut tasks, budget, |ts| framing + ts.iter().map(|t| size(t, &t.text()) + 4).sum::<usize>());
+    let a = AwaitResult { tasks, next };
+    let text = a.text();
+    structured(&a, text, failed)
 }
 
 /// A refusal or failure, with the message that says what to do (in tools, not command lines).

@@ -35,12 +35,14 @@ use crate::task::Token;
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 /// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
-const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs such as kiro-cli, claude -p, codex exec) as supervised \
-background tasks. Use `ask` with a role and a question: a quick task answers in the call; a slow one returns a \
-6-character token after about {hybrid_wait} (or at once with async: true) while it keeps running. Then call `await` \
-with the token: it blocks up to {max_wait} (this server's limit for one call) and returns the summary when the task \
-ends; while it says the task is still running, call `await` again. `halt` stops a task and returns its partial \
-output. `list` shows all tasks and `logs` pages through a task's output. Tasks survive this server's restart.";
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs such as kiro-cli, claude -p, codex exec) as background \
+tasks that outlive this server. Start one with `ask` (a role and a question): it answers in the call if the task ends \
+within {hybrid_wait}, else returns a 6-character token. For slow work pass async: true and start every task first. \
+Then collect: `wait_for_event` returns the next event of your session (task_finished carries the answer; a task can \
+also post a message or question), so N tasks take N calls; or `await` with tokens: [...] returns as soon as any ends. \
+No call blocks longer than {max_wait}: on `timeout` or `running`, call again. A long answer shows its head and tail \
+and names the `logs` call that reads the rest. `halt` stops a task, `list` shows tasks, `notify` posts a message to \
+a session. A failed call says which tool to call next.";
 
 /// How the server was started (`agentctl mcp` and the global flags).
 #[derive(Clone, Debug)]
@@ -51,6 +53,8 @@ pub struct Options {
     pub agents_file: Option<PathBuf>,
     /// `--max-wait`: the longest one call blocks.
     pub max_wait: MaxWait,
+    /// `--result-budget`: the most bytes of one result, both copies together.
+    pub budget: usize,
 }
 
 /// The MCP server over one home, for one client connection.
@@ -192,8 +196,9 @@ impl AgentctlServer {
 }
 
 /// What a call the client cancelled answers (clients normally discard it).
-pub(super) fn cancelled(token: Token) -> Error {
-    Error::Usage(format!("the wait was cancelled; task {token} keeps running. {STILL_RUNNING}"))
+pub(super) fn cancelled(tokens: &[Token]) -> Error {
+    let tokens: Vec<String> = tokens.iter().map(Token::to_string).collect();
+    Error::Usage(format!("the wait was cancelled; task {} keeps running. {STILL_RUNNING}", tokens.join(", ")))
 }
 
 /// A tool's answer: refusals and failures become results with `isError: true` and the message

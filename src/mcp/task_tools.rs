@@ -7,9 +7,10 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use serde::Serialize;
 
+use super::budget::{self, TaskResult};
 use super::limits::seconds_text;
 use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams};
-use super::result;
+use super::result::{self, AwaitResult};
 use super::server::{AgentctlServer, answer, cancelled};
 use crate::error::Result;
 use crate::ops::{self, Halted, LogPage, TaskView};
@@ -21,6 +22,7 @@ struct TaskList {
     tasks: Vec<TaskRow>,
     count: usize,
     /// Pass as `cursor` for the next (older) page; absent on the last page.
+    #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<String>,
 }
 
@@ -50,29 +52,25 @@ impl AgentctlServer {
         let rec = ops::launch(&self.store, launch).await?;
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
-        let mut v = settled.unwrap_or_else(|| Err(cancelled(token)))?;
-        if !v.status.is_final() {
-            // Handed back: say how long this server's `await` blocks.
-            v.message = Some(format!(
-                "Task {token} is running in the background. Call `await` with its token for the result (each \
-                 call waits up to {}; call it again to keep waiting), `wait_for_event` for whichever task of \
-                 session {} ends first, or `halt` to stop it.",
-                seconds_text(self.options.max_wait.0),
-                v.session
-            ));
-        }
+        let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;
+        let mut r = TaskResult::of(&v, self.next_step(&v));
         if let Some(note) = note {
-            result::add_note(&mut v, note);
+            r.add_note(note);
         }
-        Ok(result::task(&v, None))
+        Ok(result::task(r, None, self.options.budget))
+    }
+
+    /// What to call after `v`.
+    fn next_step(&self, v: &TaskView) -> Option<String> {
+        budget::next_step(v, &seconds_text(self.options.max_wait.0))
     }
 
     #[tool(
-        description = "Ask a role's sub-agent a question. Returns the answer if it finishes within wait_secs \
-                       (default {hybrid_wait}, at most {max_wait}), else a token to pass to `await`. async: true \
-                       returns the token at once.",
+        description = "Ask a role's sub-agent a question. Returns the answer if it ends within wait_secs (default \
+                       {hybrid_wait}, at most {max_wait}), else its token while it keeps running. For slow work pass async: true and \
+                       collect with `await` or `wait_for_event`.",
         annotations(title = "Ask a sub-agent", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
-        output_schema = schema_for_output::<TaskView>()
+        output_schema = schema_for_output::<TaskResult>()
     )]
     async fn ask(
         &self,
@@ -84,10 +82,9 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Run any command (argv, no shell) as a supervised task, like `ask` without a role template. \
-                       Enabled by `agentctl mcp --allow-run`.",
+        description = "Run a command (argv, no shell) as a supervised task; otherwise like `ask`.",
         annotations(title = "Run a command", read_only_hint = false, destructive_hint = true, idempotent_hint = false, open_world_hint = true),
-        output_schema = schema_for_output::<TaskView>()
+        output_schema = schema_for_output::<TaskResult>()
     )]
     async fn run(
         &self,
@@ -99,11 +96,10 @@ impl AgentctlServer {
 
     #[tool(
         name = "await",
-        description = "Wait for a task to end, up to timeout_secs (default and at most {max_wait}, this \
-                       server's limit for one call). Returns its status, line count and, once it has ended, its \
-                       summary. If it says the task is still running, call await again.",
-        annotations(title = "Await a task", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<TaskView>()
+        description = "Wait up to {max_wait} for a task to end and return its answer. With tokens: [...] it \
+                       returns as soon as any ends, with every one ended by then, and lists the rest as running.",
+        annotations(title = "Await tasks", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
+        output_schema = schema_for_output::<AwaitResult>()
     )]
     async fn await_task(
         &self,
@@ -112,30 +108,51 @@ impl AgentctlServer {
     ) -> std::result::Result<CallToolResult, ErrorData> {
         answer(
             async {
-                let token = Token::parse(&p.token)?;
+                let tokens = p.tokens()?;
                 let max = self.options.max_wait;
                 let limit = max.cap("timeout_secs", p.timeout_secs, max.0)?;
-                let wait = ops::await_task(&self.store, token, Some(limit.wait));
-                let mut v = self
-                    .watch(wait, &ctx, || self.task_progress(token))
-                    .await
-                    .unwrap_or_else(|| Err(cancelled(token)))?;
-                if let Some(note) = limit.note {
-                    result::add_note(&mut v, note);
+                let wait = ops::await_any(&self.store, &tokens, Some(limit.wait));
+                let progress = || match tokens.as_slice() {
+                    [one] => self.task_progress(*one),
+                    many => format!("waiting for any of {} tasks", many.len()),
+                };
+                let a = self.watch(wait, &ctx, progress).await.unwrap_or_else(|| Err(cancelled(&tokens)))?;
+                if let (1, Some(v)) = (tokens.len(), a.ended.first().or(a.running.first())) {
+                    // One task: its result, as `ask` gives it.
+                    let mut r = TaskResult::of(v, self.next_step(v));
+                    r.timed_out = a.timed_out;
+                    if let Some(note) = limit.note {
+                        r.add_note(note);
+                    }
+                    return Ok(result::task(r, None, self.options.budget));
                 }
-                Ok(result::task(&v, None))
+                let mut tasks: Vec<TaskResult> = a.ended.iter().map(|v| TaskResult::of(v, self.next_step(v))).collect();
+                tasks.extend(a.running.iter().map(|v| TaskResult::of(v, None)));
+                let running: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();
+                let mut next = (!running.is_empty()).then(|| {
+                    format!(
+                        "call `await` with tokens [{}] to keep waiting (up to {} a call); `halt` stops a task",
+                        running.join(", "),
+                        seconds_text(max.0)
+                    )
+                });
+                if let Some(note) = limit.note {
+                    next = Some(match next {
+                        Some(n) => format!("{n} ({note})"),
+                        None => note,
+                    });
+                }
+                Ok(result::awaited(AwaitResult { tasks, next }, self.options.budget))
             }
             .await,
         )
     }
 
     #[tool(
-        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5, at most \
-                       {max_wait}). Returns \
-                       its partial summary. A task that already ended is left as it is and its final state \
-                       returned, with a note that nothing was stopped.",
+        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5). Returns its \
+                       partial summary; a task that already ended is returned as it ended.",
         annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
-        output_schema = schema_for_output::<TaskView>()
+        output_schema = schema_for_output::<TaskResult>()
     )]
     async fn halt(&self, Parameters(p): Parameters<HaltParams>) -> std::result::Result<CallToolResult, ErrorData> {
         answer(
@@ -144,17 +161,18 @@ impl AgentctlServer {
                 // A halt blocks for its grace period: no longer than any other call.
                 let grace = self.options.max_wait.cap("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
                 Ok(match ops::halt_if_running(&self.store, token, grace.wait).await? {
-                    Halted::Stopped(mut v) => {
+                    Halted::Stopped(v) => {
+                        let mut r = TaskResult::of(&v, None);
                         if let Some(note) = grace.note {
-                            result::add_note(&mut v, note);
+                            r.add_note(note);
                         }
-                        result::task(&v, Some(Status::Cancelled))
+                        result::task(r, Some(Status::Cancelled), self.options.budget)
                     }
                     // Halting is idempotent here: the task's end is the answer, not an error.
-                    Halted::AlreadyEnded(mut v) => {
-                        let note = format!("task {token} had already ended ({}); nothing was stopped", v.status);
-                        result::add_note(&mut v, note);
-                        result::structured(&v, v.text(), false)
+                    Halted::AlreadyEnded(v) => {
+                        let mut r = TaskResult::of(&v, None);
+                        r.add_note(format!("task {token} had already ended ({}); nothing was stopped", v.status));
+                        result::task(r, Some(v.status), self.options.budget)
                     }
                 })
             }
@@ -202,26 +220,43 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Read a task's output one page at a time (escape codes stripped): the last tail_lines \
-                       (default 100), or `limit` lines from `offset`. Pages never exceed 1000 lines or 64 KiB; \
-                       follow next_offset for more.",
+        description = "Read a task's output (escape codes stripped), or with summary: true its whole final \
+                       answer: the last tail_lines (default 100), or from line `offset` (and character `column`). \
+                       Follow next_offset and next_column for more.",
         annotations(title = "Read a task's log", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<LogPage>()
     )]
     async fn logs(&self, Parameters(p): Parameters<LogsParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(Token::parse(&p.token).and_then(|token| ops::log_page(&self.store, token, p.window(), p.raw)).map(
-            |page| {
-                let mut text = page.lines.join("\n");
-                if let Some(next) = page.next_offset {
-                    text.push_str(&format!(
-                        "\n[lines {}-{} of {}; next page: offset {next}]",
-                        page.offset, next, page.line_count
-                    ));
+        answer((|| {
+            let token = Token::parse(&p.token)?;
+            // Both copies carry the lines: each gets somewhat under half the budget, less if the
+            // lines' escaping in JSON makes it more.
+            let mut max_bytes = self.options.budget.saturating_sub(600) / 2;
+            loop {
+                let page = ops::log_page(&self.store, token, p.request(max_bytes))?;
+                let text = page_text(&page, p.summary);
+                let size = serde_json::to_string(&page).map_or(0, |j| j.len()) + text.len();
+                if size <= self.options.budget || max_bytes <= 64 {
+                    return Ok(result::structured(&page, text, false));
                 }
-                result::structured(&page, text, false)
-            },
-        ))
+                max_bytes = max_bytes * self.options.budget / size - 16;
+            }
+        })())
     }
+}
+
+/// `logs`' readable copy: the lines, and where the next page begins.
+fn page_text(page: &LogPage, summary: bool) -> String {
+    let mut text = page.lines.join("\n");
+    if let Some(next) = page.next_offset {
+        let column = page.next_column.map(|c| format!(", column {c}")).unwrap_or_default();
+        let of = if summary { "summary" } else { "log" };
+        text.push_str(&format!(
+            "\n[lines {}-{next} of {} of the {of}; next page: offset {next}{column}]",
+            page.offset, page.line_count
+        ));
+    }
+    text
 }
 
 /// `list`'s readable copy: a line per task, and how to page on.

@@ -18,7 +18,7 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
-pub use page::{LogPage, MAX_PAGE_LINES, Window, log_page};
+pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, read_log, status};
 pub use stop::{Halted, halt_if_running};

@@ -8,46 +8,64 @@ use std::path::PathBuf;
 use serde::Serialize;
 
 use super::query::{status, tail_offset};
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
 use crate::store::files::{self, Access};
-use crate::summary::clean_line;
+use crate::summary::LineCleaner;
 use crate::task::{Status, Token};
 
 /// The most lines one page holds.
 pub const MAX_PAGE_LINES: u64 = 1000;
-/// The most bytes one page holds (the page ends early, at a line boundary).
-const MAX_PAGE_BYTES: usize = 64 * 1024;
-/// Lines longer than this are cut, with a note.
-const MAX_LINE_CHARS: usize = 4000;
-/// The most bytes of one line read (4000 characters of UTF-8 and escape sequences fit).
-const MAX_LINE_BYTES: usize = 64 * 1024;
+/// The most bytes of text one page holds unless told otherwise (it ends early, inside a line
+/// if need be).
+pub const MAX_PAGE_BYTES: usize = 64 * 1024;
+/// How much of a line is cleaned at a time: a line of gigabytes is read in bounded memory.
+const PIECE: usize = 64 * 1024;
 
 /// Which lines to read.
 #[derive(Clone, Copy, Debug)]
 pub enum Window {
     /// The last N lines.
     Tail(u64),
-    /// Up to `limit` lines from line `offset` (0-based).
-    Range { offset: u64, limit: u64 },
+    /// Up to `limit` lines from line `offset` (0-based), its first line from character
+    /// `column` on.
+    Range { offset: u64, limit: u64, column: u64 },
 }
 
-/// One window of a task's log.
+/// What to read, and how much of it.
+#[derive(Clone, Copy, Debug)]
+pub struct PageRequest {
+    pub window: Window,
+    /// Keep escape sequences as the agent wrote them.
+    pub raw: bool,
+    /// Read the task's summary (its final answer, whole on disk) instead of its log.
+    pub summary: bool,
+    /// The most bytes of text in the page.
+    pub max_bytes: usize,
+}
+
+/// One window of a task's log (or summary).
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
 pub struct LogPage {
     #[schemars(with = "String")]
     pub token: Token,
     pub status: Status,
-    /// Lines in the whole log.
+    /// Lines in the whole log (or summary).
     pub line_count: u64,
     /// The 0-based number of the first line returned.
     pub offset: u64,
+    /// The character of the first line the page begins at (0 but where a long line goes on).
+    pub column: u64,
     pub lines: Vec<String>,
-    /// Where the next page starts; absent at the end of the log.
+    /// Where the next page starts; absent at the end.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub next_offset: Option<u64>,
-    /// True when the page stopped early to stay under its size limit.
-    pub truncated: bool,
-    pub log_path: PathBuf,
+    /// The character of line `next_offset` the next page starts at: the page ended inside it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_column: Option<u64>,
+    /// The file read.
+    #[serde(skip)]
+    pub path: PathBuf,
 }
 
 /// Where a page begins.
@@ -59,62 +77,77 @@ enum Start {
     FromEnd(u64),
 }
 
-/// Read one window of the log (escapes stripped unless `raw`). A page always moves on: its
-/// `next_offset` is past every line it returned, or absent once the log's end was reached.
-pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Result<LogPage> {
+/// Read one window of the log or summary (escapes stripped unless `raw`). A page always moves
+/// on: its `next_offset` (and `next_column`) is past everything it returned, or absent once
+/// the end was reached.
+pub fn log_page(store: &Store, token: Token, req: PageRequest) -> Result<LogPage> {
     let view = status(store, token)?;
-    let what = || format!("cannot read {}", view.log_path.display());
+    let path = if req.summary { view.summary_path.clone() } else { view.log_path.clone() };
+    let what = || format!("cannot read {}", path.display());
     let mut page = LogPage {
         token,
         status: view.status,
-        line_count: view.line_count,
+        line_count: if req.summary { 0 } else { view.line_count },
         offset: 0,
+        column: 0,
         lines: Vec::new(),
         next_offset: None,
-        truncated: false,
-        log_path: view.log_path.clone(),
+        next_column: None,
+        path: path.clone(),
     };
-    let mut file = match files::open(&view.log_path, Access::Read) {
+    if req.summary && !view.status.is_final() {
+        return Err(Error::Usage(format!(
+            "task {token} is still {}: it has no summary yet; read its log (logs without summary), or await it",
+            view.status
+        )));
+    }
+    let mut file = match files::open(&path, Access::Read) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(page),
         Err(e) => return Err(e).ctx(what),
     };
+    if req.summary {
+        page.line_count = crate::store::logfile::count_lines(&mut file).ctx(what)?;
+    }
     // Where the page begins: a line number from the start (a range), or a count of lines
     // before the end (a tail).
-    let (first, limit) = match window {
+    let (first, limit, mut skip) = match req.window {
         Window::Tail(n) => {
             let n = n.min(MAX_PAGE_LINES);
             let (at, found) = tail_offset(&mut file, n as usize).ctx(what)?;
             file.seek(SeekFrom::Start(at)).ctx(what)?;
-            (Start::FromEnd(found as u64), n)
+            (Start::FromEnd(found as u64), n, 0)
         }
-        Window::Range { offset, limit } => {
+        Window::Range { offset, limit, column } => {
             let skipped = skip_lines(&mut file, offset).ctx(what)?;
-            (Start::Line(skipped), limit.clamp(1, MAX_PAGE_LINES))
+            let column = if skipped == offset { column } else { 0 };
+            (Start::Line(skipped), limit.clamp(1, MAX_PAGE_LINES), column)
         }
     };
+    page.column = skip;
     let mut reader = BufReader::new(file);
-    let mut raw_line = Vec::new();
     let mut bytes = 0;
     let mut at_end = false;
+    let mut cut = false;
     while (page.lines.len() as u64) < limit {
-        let Some(cut) = read_line_bounded(&mut reader, &mut raw_line, MAX_LINE_BYTES).ctx(what)? else {
+        let room = req.max_bytes.saturating_sub(bytes).max(if page.lines.is_empty() { 4 } else { 0 });
+        let Some(line) = read_line_window(&mut reader, skip, room, req.raw).ctx(what)? else {
             at_end = true;
             break;
         };
-        let mut line = if raw { String::from_utf8_lossy(&raw_line).into_owned() } else { clean_line(&raw_line) };
-        if cut || line.chars().count() > MAX_LINE_CHARS {
-            let kept: String = line.chars().take(MAX_LINE_CHARS).collect();
-            line = format!("{kept} [agentctl: line cut at {MAX_LINE_CHARS} characters]");
-        }
-        bytes += line.len() + 1;
-        if bytes > MAX_PAGE_BYTES && !page.lines.is_empty() {
-            page.truncated = true;
+        skip = 0;
+        if line.cut && line.text.is_empty() && !page.lines.is_empty() {
+            // No room left for any of it: the next page begins with it.
             break;
         }
-        page.lines.push(line);
+        bytes += line.text.len() + 1;
+        cut = line.cut;
+        page.lines.push(line.text);
+        if cut {
+            break;
+        }
     }
-    if !at_end && !page.truncated {
+    if !at_end && !cut {
         // The page is full: is there more?
         at_end = reader.fill_buf().ctx(what)?.is_empty();
     }
@@ -128,32 +161,55 @@ pub fn log_page(store: &Store, token: Token, window: Window, raw: bool) -> Resul
         // Read to the end: the count is exact, whatever the published one said.
         page.line_count = page.offset + returned;
     }
-    page.next_offset = (!at_end).then_some(page.offset + returned);
+    if cut {
+        // The page ended inside its last line: the next one goes on from there.
+        let last = page.lines.last().map_or(0, |l| l.chars().count() as u64);
+        let begun = if returned == 1 { page.column } else { 0 };
+        page.next_offset = Some(page.offset + returned - 1);
+        page.next_column = Some(begun + last);
+    } else {
+        page.next_offset = (!at_end).then_some(page.offset + returned);
+    }
     Ok(page)
 }
 
-/// Read the next line of `reader` into `line` (without its `\n`), holding at most `max` bytes
-/// of it; the rest of a longer line is skipped. `None` at the end; else whether it was cut.
-fn read_line_bounded(reader: &mut impl BufRead, line: &mut Vec<u8>, max: usize) -> io::Result<Option<bool>> {
-    line.clear();
-    let mut cut = false;
+/// Part of one line: its visible text, and whether the line goes on past it.
+struct LineWindow {
+    text: String,
+    cut: bool,
+}
+
+/// The next line of `reader` (without its `\n`), from visible character `skip` on, at most
+/// `room` bytes of it; `None` at the end. The line is cleaned a piece at a time, so a line of
+/// any length costs bounded memory.
+fn read_line_window(reader: &mut impl BufRead, skip: u64, room: usize, raw: bool) -> io::Result<Option<LineWindow>> {
+    let mut cleaner = LineCleaner::default();
+    let mut text = String::new();
+    let mut seen = 0u64;
     let mut any = false;
     loop {
         let buf = reader.fill_buf()?;
         if buf.is_empty() {
-            return Ok(any.then_some(cut));
+            return Ok(any.then_some(LineWindow { text, cut: false }));
         }
         any = true;
-        let (take, done) = match memchr::memchr(b'\n', buf) {
-            Some(i) => (i, true),
-            None => (buf.len(), false),
-        };
-        let room = max.saturating_sub(line.len());
-        line.extend_from_slice(&buf[..take.min(room)]);
-        cut |= take > room;
-        reader.consume(if done { take + 1 } else { take });
-        if done {
-            return Ok(Some(cut));
+        let newline = memchr::memchr(b'\n', buf);
+        let take = newline.unwrap_or(buf.len()).min(PIECE);
+        let ends = newline == Some(take);
+        let visible =
+            if raw { String::from_utf8_lossy(&buf[..take]).into_owned() } else { cleaner.piece(&buf[..take]) };
+        reader.consume(take + usize::from(ends));
+        for c in visible.chars() {
+            if seen >= skip {
+                if text.len() + c.len_utf8() > room {
+                    return Ok(Some(LineWindow { text, cut: true }));
+                }
+                text.push(c);
+            }
+            seen += 1;
+        }
+        if ends {
+            return Ok(Some(LineWindow { text, cut: false }));
         }
     }
 }

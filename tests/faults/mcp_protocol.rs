@@ -133,7 +133,8 @@ fn published_schemas_carry_only_standard_formats() {
         }
         assert!(found.is_empty(), "non-standard formats: {found:?}");
         let logs = list.iter().find(|t| t["name"] == "logs").unwrap();
-        assert_eq!(logs["inputSchema"]["properties"]["offset"]["type"], json!(["integer", "null"]));
+        // Optional parameters are typed as themselves: agentctl never needs a null.
+        assert_eq!(logs["inputSchema"]["properties"]["offset"]["type"], "integer");
         assert_eq!(logs["inputSchema"]["properties"]["offset"]["minimum"], 0);
     }
 }

@@ -93,6 +93,31 @@ impl RawMcp {
     }
 
     /// Close the server's stdin and return its exit code once it has exited.
+    /// Read a task's whole log (or with `summary`, its whole answer) through `logs`, page after
+    /// page from `offset` and `column` as each page says, checking that every result fits the
+    /// `budget`; the lines, and how many calls it took.
+    pub fn read_all(&mut self, token: &str, summary: bool, budget: usize) -> (Vec<String>, usize) {
+        let (mut lines, mut calls) = (Vec::<String>::new(), 0);
+        let (mut offset, mut column) = (0u64, 0u64);
+        loop {
+            let r = self.call("logs", json!({"token": token, "summary": summary, "offset": offset, "column": column}));
+            calls += 1;
+            let size = r["structuredContent"].to_string().len() + r["content"][0]["text"].as_str().unwrap().len();
+            assert!(size <= budget, "a logs result of {size} bytes: {r}");
+            let s = &r["structuredContent"];
+            assert_eq!(s["offset"].as_u64(), Some(offset), "{s}");
+            for (i, l) in s["lines"].as_array().unwrap().iter().enumerate() {
+                let l = l.as_str().unwrap();
+                // A page that begins inside a line goes on with it.
+                if i == 0 && column > 0 { lines.last_mut().unwrap().push_str(l) } else { lines.push(l.to_owned()) }
+            }
+            let Some(next) = s["next_offset"].as_u64() else { return (lines, calls) };
+            column = s["next_column"].as_u64().unwrap_or(0);
+            assert!(next > offset || column > 0, "the page moved on: {s}");
+            offset = next;
+        }
+    }
+
     pub fn close(mut self) -> Option<i32> {
         drop(self.stdin.take());
         self.server.wait().unwrap().code()

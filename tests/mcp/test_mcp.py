@@ -1,5 +1,6 @@
 """`agentctl mcp` driven by the official MCP Python SDK (2.x) over stdio."""
 
+import json
 import os
 from pathlib import Path
 import signal
@@ -8,7 +9,7 @@ import time
 
 import anyio
 import pytest
-from conftest import FAKE, STILL_RUNNING, alive, cli, connect, open_fds, record, wait_until
+from conftest import FAKE, alive, cli, connect, open_fds, record, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +30,8 @@ async def test_tools_are_listed_with_schemas_and_annotations(home, mode):
             assert tools[name].output_schema["type"] == "object", name
         for name in ("list", "logs", "await"):
             assert tools[name].annotations.read_only_hint is True, name
-        assert tools["halt"].annotations.destructive_hint is True
+        # Hints a client assumes anyway are left out: destructive is the default.
+        assert tools["halt"].annotations.destructive_hint in (True, None)
         assert tools["halt"].annotations.idempotent_hint is True
     async with connect(home, "--allow-run", mode=mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
@@ -64,7 +66,7 @@ async def test_ask_hands_back_a_token_after_the_wait_and_at_once_with_async(home
         assert 10 <= waited < 30, waited  # the upper bound is a hang guard
         s = r.structured_content
         assert not r.is_error and s["status"] == "running" and len(s["token"]) == 6
-        assert "await" in s["message"]
+        assert "`await`" in s["next"] and s["session"]
 
         t0 = time.monotonic()
         r2 = await c.call_tool("ask", {"role": "reviewer", "question": "sleep 60", "async": True})
@@ -85,8 +87,8 @@ async def test_await_times_out_without_error_then_returns_promptly(home, tmp_pat
         assert not w.is_error
         assert w.structured_content["timed_out"] is True
         assert w.structured_content["status"] == "running"
-        assert w.structured_content["message"] == STILL_RUNNING
-        assert STILL_RUNNING in w.content[0].text
+        assert f"call `await` with token {token}" in w.structured_content["next"]
+        assert w.structured_content["next"] in w.content[0].text
 
         slack = []
         for i in range(3):
@@ -189,16 +191,22 @@ async def test_logs_pages_a_large_log_within_the_asked_window(home):
 
         tail = (await c.call_tool("logs", {"token": token, "tail_lines": 50})).structured_content
         assert tail["lines"] == [str(i) for i in range(99951, 100001)]
-        assert tail["offset"] == 99950 and tail["next_offset"] is None
+        assert tail["offset"] == 99950 and "next_offset" not in tail
 
         page = (await c.call_tool("logs", {"token": token, "offset": 1000, "limit": 100})).structured_content
         assert page["lines"] == [str(i) for i in range(1001, 1101)]
         assert page["next_offset"] == 1100 and page["line_count"] == 100000
 
+        # A page holds what the result budget (8 KB, both copies) allows, and says where to go on.
         big = await c.call_tool("logs", {"token": token, "offset": 0, "limit": 100000})
-        assert len(big.structured_content["lines"]) == 1000
-        assert big.structured_content["next_offset"] == 1000
-        assert len(big.content[0].text) < 70_000
+        lines = big.structured_content["lines"]
+        n = len(lines)
+        assert 300 < n < 1000 and lines[:-1] == [str(i) for i in range(1, n)]
+        # It may end inside its last line: then the next page goes on from that character.
+        column = big.structured_content.get("next_column")
+        assert (big.structured_content["next_offset"], column) in [(n, None), (n - 1, len(lines[-1]))]
+        assert str(n).startswith(lines[-1])
+        assert len(json.dumps(big.structured_content, separators=(",", ":"))) + len(big.content[0].text) <= 8192
 
         bad = await c.call_tool("logs", {"token": "../etc"})
         assert bad.is_error and "invalid token" in bad.content[0].text
@@ -216,7 +224,7 @@ async def test_failures_are_error_results_and_malformed_requests_protocol_errors
         # Arguments that do not fit the schema come back as an error result the model can fix
         # (MCP 2025-11-25: input validation errors are tool execution errors)...
         bad_args = await c.call_tool("await", {"timeout_secs": 1})
-        assert bad_args.is_error and "missing field `token`" in bad_args.content[0].text
+        assert bad_args.is_error and "give `token`" in bad_args.content[0].text
         # ...while a request for a tool that does not exist is a protocol error.
         with pytest.raises(Exception, match="tool not found"):
             await c.call_tool("no_such_tool", {})

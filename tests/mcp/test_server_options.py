@@ -5,7 +5,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, FAKE, STILL_RUNNING, connect, server_env
+from conftest import BIN, FAKE, connect, server_env
 
 pytestmark = pytest.mark.anyio
 
@@ -64,13 +64,13 @@ async def test_max_wait_caps_and_defaults_every_wait_and_says_so(home):
         assert not w.is_error and w.structured_content["timed_out"] is True
         note = w.structured_content["note"]
         assert "timeout_secs 300" in note and "max-wait of 1 s" in note, note
-        assert note in w.content[0].text and STILL_RUNNING in w.content[0].text
+        assert note in w.content[0].text and "call `await`" in w.content[0].text
 
         # No timeout_secs: the cap is the default too.
         t0 = time.monotonic()
         w = await c.call_tool("await", {"token": token})
         assert 1 <= time.monotonic() - t0 < 30
-        assert w.structured_content["timed_out"] is True and w.structured_content["note"] is None
+        assert w.structured_content["timed_out"] is True and "note" not in w.structured_content
 
         t0 = time.monotonic()
         e = await c.call_tool("wait_for_event", {"session": "nobody", "timeout_secs": 120})
@@ -86,12 +86,12 @@ async def test_max_wait_caps_and_defaults_every_wait_and_says_so(home):
             assert r.structured_content["status"] == "running"
             if args:
                 assert "wait_secs 90" in r.structured_content["note"], r.structured_content
-            assert "1 s" in r.structured_content["message"]
+            assert "1 s" in r.structured_content["next"]
             await c.call_tool("halt", {"token": r.structured_content["token"], "grace_secs": 0.1})
 
         # A wait below the cap is what was asked for, with nothing to note.
         w = await c.call_tool("await", {"token": token, "timeout_secs": 0.2})
-        assert w.structured_content["timed_out"] is True and w.structured_content["note"] is None
+        assert w.structured_content["timed_out"] is True and "note" not in w.structured_content
         await c.call_tool("halt", {"token": token, "grace_secs": 0.1})
 
         # A halt blocks for its grace period: capped the same way.

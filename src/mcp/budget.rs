@@ -1,0 +1,264 @@
+//! Tool results a model reads: only what it can use (no nulls, paths or timestamps), within
+//! a byte budget (`agentctl mcp --result-budget`, default 8 KB) counting both copies, the
+//! structured one and the text one. A summary too long for it keeps its head and its tail,
+//! with a marker that says how much was left out and the `logs` call that reads it.
+
+use serde::Serialize;
+
+use crate::ops::{TaskView, human_duration};
+use crate::task::{Status, Token};
+
+/// The default budget of one result, both copies together.
+pub const DEFAULT_BUDGET: usize = 8 * 1024;
+/// The smallest budget a server accepts: room for a headline, a marker and some answer.
+pub const MIN_BUDGET: usize = 2 * 1024;
+/// What a summary is never cut below, however many tasks share a result.
+const MIN_KEPT: usize = 160;
+
+/// One task as a tool result.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct TaskResult {
+    pub token: String,
+    pub role: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    pub elapsed_ms: u64,
+    pub line_count: u64,
+    /// The wait ran out with the task still running.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub timed_out: bool,
+    /// While it runs: the session whose `wait_for_event` gets its end.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
+    /// The final answer once the task has ended (its head and tail when long, with a marker
+    /// naming the `logs` call for the rest); while it runs, a progress line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    /// What to call next.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    /// The whole summary, before fitting.
+    #[serde(skip)]
+    #[schemars(skip)]
+    full: Option<String>,
+}
+
+impl TaskResult {
+    /// The result of `v`, with `next` saying what to call after it.
+    pub fn of(v: &TaskView, next: Option<String>) -> TaskResult {
+        let summary = v.summary.clone().filter(|s| !s.is_empty());
+        TaskResult {
+            token: v.token.to_string(),
+            role: v.role.to_string(),
+            status: v.status,
+            exit_code: v.exit_code,
+            signal: v.signal,
+            elapsed_ms: v.elapsed_ms,
+            line_count: v.line_count,
+            timed_out: v.timed_out,
+            session: (!v.status.is_final()).then(|| v.session.clone()),
+            full: summary.clone(),
+            summary,
+            error: v.error.clone(),
+            note: v.note.clone(),
+            next,
+        }
+    }
+
+    /// Add `note` to what the result notes already.
+    pub fn add_note(&mut self, note: String) {
+        self.note = Some(match self.note.take() {
+            Some(n) => format!("{note}; {n}"),
+            None => note,
+        });
+    }
+
+    /// A short readable copy: a headline, error and note, the summary, what to do next.
+    pub fn text(&self) -> String {
+        let mut out = format!("task {} ({}) {}", self.token, self.role, self.status);
+        if self.status.is_final() {
+            out.push_str(&format!(" in {}", human_duration(self.elapsed_ms)));
+            if let Some(c) = self.exit_code {
+                out.push_str(&format!(", exit {c}"));
+            }
+            if let Some(s) = self.signal {
+                out.push_str(&format!(", signal {s}"));
+            }
+            out.push_str(&format!(", {} line(s) of output", self.line_count));
+        }
+        for (label, value) in [("error", &self.error), ("note", &self.note)] {
+            if let Some(text) = value {
+                out.push_str(&format!("\n{label}: {text}"));
+            }
+        }
+        if let Some(s) = &self.summary {
+            out.push_str(&format!("\n{s}"));
+        }
+        if let Some(n) = &self.next {
+            out.push_str(&format!("\nnext: {n}"));
+        }
+        out
+    }
+}
+
+/// Cut the summaries of `tasks` until `size(tasks)` fits `budget`: every summary longer than
+/// one limit keeps its head and tail, the limit as high as the budget allows (and never below
+/// `MIN_KEPT`, so a result of many tasks may stay over budget rather than say nothing).
+pub fn fit(tasks: &mut [TaskResult], budget: usize, size: impl Fn(&[TaskResult]) -> usize) {
+    let restore = |tasks: &mut [TaskResult], limit: usize| {
+        for t in tasks.iter_mut() {
+            let token = t.token.clone();
+            t.summary = t.full.as_deref().map(|s| elide(s, limit, &token));
+        }
+    };
+    let longest = tasks.iter().filter_map(|t| t.full.as_ref().map(String::len)).max().unwrap_or(0);
+    restore(tasks, longest);
+    if size(tasks) <= budget || longest <= MIN_KEPT {
+        return;
+    }
+    // The largest limit that fits, found by halving.
+    let (mut lo, mut hi) = (MIN_KEPT, longest);
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        restore(tasks, mid);
+        if size(tasks) <= budget { lo = mid } else { hi = mid }
+    }
+    restore(tasks, lo);
+}
+
+/// `text` if it is at most `max` bytes; else its head (three fifths) and tail, each at line
+/// ends where the lines allow, and between them a marker naming the `logs` call that reads
+/// what was left out of task `token`'s summary.
+pub fn elide(text: &str, max: usize, token: &str) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let head_max = max * 3 / 5;
+    let tail_max = max - head_max;
+    // The head: whole lines while they fit, else the start of the first line.
+    let mut head_end = 0;
+    for (i, _) in text.match_indices('\n') {
+        if i > head_max {
+            break;
+        }
+        head_end = i + 1;
+    }
+    let (line, column) = if head_end > 0 {
+        (text[..head_end].matches('\n').count(), 0)
+    } else {
+        head_end = floor_char(text, head_max);
+        (0, text[..head_end].chars().count())
+    };
+    // The tail: whole lines while they fit, else the end of the last line.
+    let mut tail_start = text.len();
+    for (i, _) in text.match_indices('\n').rev() {
+        if text.len() - (i + 1) > tail_max || i + 1 < head_end {
+            break;
+        }
+        tail_start = i + 1;
+    }
+    if tail_start == text.len() {
+        tail_start = ceil_char(text, (text.len() - tail_max).max(head_end));
+    }
+    let left_out = &text[head_end..tail_start];
+    let lines = left_out.matches('\n').count() + usize::from(!left_out.ends_with('\n'));
+    let call = format!(r#"logs {{"token":"{token}","summary":true,"offset":{line},"column":{column}}}"#);
+    format!(
+        "{}\n[agentctl: {} bytes ({lines} line(s)) left out here; read them with {call} and follow next_offset]\n{}",
+        text[..head_end].trim_end_matches('\n'),
+        left_out.len(),
+        &text[tail_start..]
+    )
+}
+
+fn floor_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char(s: &str, mut i: usize) -> usize {
+    while !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+/// What to call after a task's answer.
+pub fn next_step(v: &TaskView, max_wait: &str) -> Option<String> {
+    let t: Token = v.token;
+    Some(match v.status {
+        Status::Completed => return None,
+        s if !s.is_final() => format!(
+            "call `await` with token {t} (waits up to {max_wait} a call; again while it runs), or `wait_for_event` \
+             for whichever task of session {} ends first; `halt` stops it",
+            v.session
+        ),
+        _ => format!("call `logs` with token {t} to read its output; `ask` again to retry"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_text_keeps_head_and_tail_and_names_the_call_for_the_rest() {
+        let text: String = (0..1000).map(|i| format!("line {i}\n")).collect();
+        let text = text.trim_end();
+        let short = elide(text, 1000, "abc123");
+        assert!(short.len() < 1300, "{}", short.len());
+        assert!(short.starts_with("line 0\nline 1\n"), "{short}");
+        assert!(short.ends_with("line 999"), "{short}");
+        let marker = short.lines().find(|l| l.starts_with("[agentctl:")).unwrap();
+        // The head ends at a line end: the rest begins at the next line, column 0.
+        let head_lines = short.lines().take_while(|l| !l.starts_with("[agentctl:")).count();
+        assert!(marker.contains(&format!(r#""offset":{head_lines},"column":0"#)), "{marker}");
+        assert_eq!(elide("short", 1000, "abc123"), "short");
+    }
+
+    #[test]
+    fn one_long_line_is_cut_inside_with_a_column() {
+        let text = format!("{}é{}", "a".repeat(3000), "b".repeat(3000));
+        let short = elide(&text, 1000, "abc123");
+        assert!(short.starts_with(&"a".repeat(600)));
+        assert!(short.ends_with(&"b".repeat(400)));
+        assert!(short.contains(r#""offset":0,"column":600"#), "{}", &short[600..800]);
+        assert!(short.contains("5002 bytes (1 line(s)) left out"), "{}", &short[600..800]);
+    }
+
+    #[test]
+    fn fit_cuts_only_as_much_as_the_budget_needs() {
+        let v = |s: &str| TaskResult {
+            token: "abc123".into(),
+            role: "r".into(),
+            status: Status::Completed,
+            exit_code: Some(0),
+            signal: None,
+            elapsed_ms: 1,
+            line_count: 1,
+            timed_out: false,
+            session: None,
+            summary: Some(s.into()),
+            error: None,
+            note: None,
+            next: None,
+            full: Some(s.into()),
+        };
+        let size =
+            |ts: &[TaskResult]| ts.iter().map(|t| serde_json::to_string(t).unwrap().len() + t.text().len()).sum();
+        let mut tasks = vec![v(&"x\n".repeat(10_000)), v("short answer")];
+        fit(&mut tasks, 8192, size);
+        let used = size(&tasks);
+        assert!(used <= 8192 && used > 7000, "{used}");
+        assert_eq!(tasks[1].summary.as_deref(), Some("short answer"));
+    }
+}
