@@ -129,7 +129,7 @@ impl Error {
             (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
             (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),
             (Error::InvalidRole(_), Mcp) => "call `ask` again with such a role".into(),
-            (Error::LaunchFailed(_), Mcp) => "then call `ask` again; nothing was started".into(),
+            (Error::LaunchFailed(_), Mcp) => "then call `ask` (or `run`) again; nothing was started".into(),
             (Error::AlreadyFinished { token, .. }, Mcp) => format!("call `await` with token {token} for its result"),
             (Error::Io { .. } | Error::Internal(_) | Error::Refused(_), Mcp) => {
                 "call `list` to see where the tasks stand, then try again".into()

@@ -89,6 +89,14 @@ impl vte::Perform for Printable {
         }
     }
     fn csi_dispatch(&mut self, params: &vte::Params, _: &[u8], _: bool, action: char) {
+        let first = params.iter().next().and_then(|p| p.first().copied()).unwrap_or(0);
+        // Erasing the line, or going back to its start (a spinner cleared before the answer),
+        // leaves what follows as all there is, as a `\r` does.
+        if (action == 'K' && first >= 1) || (action == 'G' && first <= 1) {
+            self.text.clear();
+            self.marker = Marker::Start;
+            return;
+        }
         if action != 'm' {
             return;
         }
@@ -283,6 +291,9 @@ mod tests {
             (b"cut escape \x1b[3", "cut escape "),
             (b"nul\0byte", "nulbyte"),
             (b"\x1b[38;5;141m> \x1b[0manswer", "> answer"),
+            (b"spinner\x1b[2K\x1b[1Gafter", "after"),
+            (b"spinner\x1b[Gafter", "after"),
+            (b"keep\x1b[Kthis", "keepthis"),
         ];
         for (raw, want) in cases {
             assert_eq!(clean_line(raw), *want, "{:?}", String::from_utf8_lossy(raw));
@@ -295,6 +306,7 @@ mod tests {
             (b"\x1b[38;5;10m> \x1b[0manswer", true),
             (b"\x1b[32m> \x1b[mrest", true),
             (b"\x1b[2K\x1b[1G\x1b[38;5;10m> \x1b[0m", true),
+            ("⠸ Thinking...\x1b[2K\x1b[1G\x1b[38;5;10m> \x1b[0m".as_bytes(), true),
             (b"spinner\r\x1b[38;5;10m> \x1b[0mafter a spinner", true),
             (b"> plain", false),
             // Inside a fenced block kiro prints code in the same colour, without a reset.

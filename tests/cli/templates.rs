@@ -101,3 +101,39 @@ fn bad_roles_and_durations_are_refused() {
     assert!(r.stderr.contains("is not valid"), "{}", r.stderr);
     assert!(fixtures().join("demo-agent").exists());
 }
+
+/// Each shipped template of `examples/agents.toml`, run against a stand-in that prints what
+/// the real CLI printed (`fixtures/transcripts/`: recorded from Claude Code, Codex and Gemini
+/// CLI against a local fake of their model API; the kiro-cli one is built from its renderer,
+/// see the README there): the summary is exactly the answer, whatever else the CLI printed.
+#[test]
+fn each_shipped_template_gives_exactly_the_agents_answer() {
+    let h = Home::new();
+    let transcripts = fixtures().join("transcripts");
+    std::fs::copy(fixtures().join("../examples/agents.toml"), h.path().join("agents.toml")).unwrap();
+    let answer = std::fs::read_to_string(transcripts.join("answer.md")).unwrap();
+    let kiro = std::fs::read_to_string(transcripts.join("kiro.answer")).unwrap();
+    let path = format!("{}:{}", transcripts.join("bin").display(), std::env::var("PATH").unwrap());
+    for (role, want) in [("kiro", &kiro), ("claude", &answer), ("codex", &answer), ("gemini", &answer)] {
+        let out = h.cmd().env("PATH", &path).args(["--json", "ask", "--sync", role, "Review the change"]).output();
+        let v = crate::common::check(&["ask", role], out.unwrap(), 0).json();
+        assert_eq!(v["status"], "completed", "{role}: {v}");
+        assert_eq!(v["summary"].as_str().unwrap(), want.trim_end(), "{role}");
+        let on_disk = std::fs::read_to_string(v["summary_path"].as_str().unwrap()).unwrap();
+        assert_eq!(on_disk, want.trim_end(), "{role}: summary.md");
+    }
+}
+
+#[test]
+fn an_answer_file_the_agent_never_wrote_leaves_its_output_as_the_summary() {
+    let h = Home::new();
+    let toml =
+        "[agents.quiet]\ncommand = [\"sh\", \"-c\", \"echo 'could not start: no model'; exit 3\", \"{result_file}\"]\n";
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let v = h.run(&["--json", "ask", "--sync", "quiet", "x"], 1).json();
+    assert_eq!((v["status"].as_str(), v["summary"].as_str()), (Some("failed"), Some("could not start: no model")));
+    // A bad `result` setting is refused with what to write instead.
+    std::fs::write(h.path().join("agents.toml"), "[agents.r]\ncommand = [\"true\"]\nresult = \"last\"\n").unwrap();
+    let r = h.run(&["ask", "r", "x"], 2);
+    assert!(r.stderr.contains("json:FIELD"), "{}", r.stderr);
+}
