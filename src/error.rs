@@ -129,6 +129,10 @@ impl Error {
             (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
             (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),
             (Error::InvalidRole(_), Mcp) => "call `ask` again with such a role".into(),
+            // Bad arguments: the same call, corrected, unless the message names another.
+            (Error::Usage(m), Mcp) if !TOOLS.iter().any(|t| m.contains(&format!("`{t}`"))) => {
+                "correct that and make the same tool call again".into()
+            }
             (Error::LaunchFailed(_), Mcp) => "then call `ask` (or `run`) again; nothing was started".into(),
             (Error::AlreadyFinished { token, .. }, Mcp) => format!("call `await` with token {token} for its result"),
             (Error::Io { .. } | Error::Internal(_) | Error::Refused(_), Mcp) => {
@@ -138,6 +142,9 @@ impl Error {
         })
     }
 }
+
+/// The MCP tools, as messages name them.
+const TOOLS: [&str; 8] = ["ask", "run", "await", "halt", "list", "logs", "wait_for_event", "notify"];
 
 /// The command line's message (`Frontend::Cli`).
 impl fmt::Display for Error {

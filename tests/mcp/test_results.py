@@ -121,6 +121,11 @@ async def test_every_error_an_orchestrator_meets_names_the_next_tool(home):
         for name, r in [("failed", failed), ("missing", missing), ("unknown", unknown), ("bad_role", bad_role)]:
             assert r.is_error, name
             assert NEXT_TOOL.search(r.content[0].text), (name, r.content[0].text)
+        # Bad arguments: the same call again, corrected.
+        for tool, args in [("run", {"command": []}), ("await", {}), ("logs", {"token": "abcdef", "summary": True})]:
+            r = await c.call_tool(tool, args)
+            text = r.content[0].text
+            assert r.is_error and (NEXT_TOOL.search(text) or "same tool call again" in text), (tool, text)
         assert "`logs`" in failed.structured_content["next"]
         # Halting what already ended is not an error: the task as it ended, and a note.
         assert not halted.is_error and "nothing was stopped" in halted.structured_content["note"]
