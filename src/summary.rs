@@ -4,119 +4,19 @@
 //! last (see `json`). Only the end of the log is read: a window that grows from 256 KiB until
 //! it holds what is sought or more text than the cap, up to 16 MiB.
 
+mod clean;
 mod json;
 
 use std::io::{self, Read, Seek, SeekFrom};
 
 use crate::task::ResultFrom;
 
+pub use clean::{LineCleaner, clean_line};
+
 /// The default cap on a summary's size: more than any answer a model should read whole.
 pub const DEFAULT_CAP: usize = 1024 * 1024;
 const FIRST_WINDOW: u64 = 256 * 1024;
 const MAX_WINDOW: u64 = 16 * 1024 * 1024;
-
-/// Turn one raw log line (no `\n`) into what a terminal would show: the text after the last
-/// `\r`, escape sequences removed, tabs kept, invalid UTF-8 replaced.
-pub fn clean_line(raw: &[u8]) -> String {
-    LineCleaner::default().piece(raw)
-}
-
-/// `clean_line` for a line too long to hold at once, fed in pieces: each piece is cleaned as
-/// a line would be (the text after its last `\r`), and an escape sequence cut between two
-/// pieces is still recognized. What a `\r` in a later piece would erase of an earlier one
-/// stays: the price of bounded memory on lines of megabytes.
-#[derive(Default)]
-pub struct LineCleaner {
-    parser: vte::Parser,
-}
-
-impl LineCleaner {
-    /// The visible text of the next piece of the line.
-    pub fn piece(&mut self, raw: &[u8]) -> String {
-        self.marked_piece(raw).0
-    }
-
-    /// `piece`, and whether it opens with a response marker as kiro-cli prints one: `> ` in
-    /// colour, the colour reset right after it.
-    fn marked_piece(&mut self, raw: &[u8]) -> (String, bool) {
-        let mut end = raw.len();
-        while end > 0 && raw[end - 1] == b'\r' {
-            end -= 1;
-        }
-        let line = &raw[..end];
-        // Not `memchr`: its first call in a process asks the CPU for its features, which costs
-        // a virtual machine ~0.1 ms (12 µs an instruction), and lines are short.
-        let visible = match line.iter().rposition(|&b| b == b'\r') {
-            Some(i) => &line[i + 1..],
-            None => line,
-        };
-        let mut out = Printable { text: String::with_capacity(visible.len()), coloured: false, marker: Marker::Start };
-        self.parser.advance(&mut out, visible);
-        (out.text, out.marker == Marker::Confirmed)
-    }
-}
-
-/// How far a line has gone towards opening with kiro-cli's response marker. Inside a fenced
-/// code block kiro prints in the same colour, but never resets it right after a `> `.
-#[derive(Clone, Copy, PartialEq)]
-enum Marker {
-    Start,
-    Gt,
-    GtSpace,
-    Confirmed,
-    No,
-}
-
-struct Printable {
-    text: String,
-    coloured: bool,
-    marker: Marker,
-}
-
-impl vte::Perform for Printable {
-    fn print(&mut self, c: char) {
-        self.text.push(c);
-        self.marker = match (self.marker, c) {
-            (Marker::Start, '>') if self.coloured => Marker::Gt,
-            (Marker::Gt, ' ') => Marker::GtSpace,
-            (Marker::Confirmed, _) => Marker::Confirmed,
-            _ => Marker::No,
-        };
-    }
-    fn execute(&mut self, byte: u8) {
-        if byte == b'\t' {
-            self.text.push('\t');
-        }
-    }
-    fn csi_dispatch(&mut self, params: &vte::Params, _: &[u8], _: bool, action: char) {
-        let first = params.iter().next().and_then(|p| p.first().copied()).unwrap_or(0);
-        // Erasing the line, or going back to its start (a spinner cleared before the answer),
-        // leaves what follows as all there is, as a `\r` does.
-        if (action == 'K' && first >= 1) || (action == 'G' && first <= 1) {
-            self.text.clear();
-            self.marker = Marker::Start;
-            return;
-        }
-        if action != 'm' {
-            return;
-        }
-        let mut reset = params.is_empty();
-        for p in params.iter() {
-            match p.first().copied().unwrap_or(0) {
-                0 => reset = true,
-                39 => self.coloured = false,
-                30..=38 | 90..=97 => self.coloured = true,
-                _ => {}
-            }
-        }
-        if reset {
-            self.coloured = false;
-            if self.marker == Marker::GtSpace {
-                self.marker = Marker::Confirmed;
-            }
-        }
-    }
-}
 
 /// A cleaned line, and whether it opens with a coloured response marker.
 struct Line {
@@ -147,7 +47,11 @@ fn attempt(window: &[u8], whole: bool, line_start: bool, cap: usize, last_try: b
     let more = !whole && !last_try;
     if let ResultFrom::Json(field) = from {
         match json::last_field(body, field) {
-            Some(answer) => return Attempt::Done(cap_keeping_end(answer.trim(), cap, false)),
+            Some(answer) => {
+                // What the agent put in its JSON may hold escapes and progress too.
+                let lines: Vec<String> = answer.split('\n').map(|l| clean_line(l.as_bytes())).collect();
+                return Attempt::Done(cap_keeping_end(lines.join("\n").trim(), cap, false));
+            }
             // The object may begin before the window; without one, the output is the answer.
             None if more => return Attempt::NeedMore,
             None => {}
@@ -313,6 +217,12 @@ mod tests {
             (b"\x1b[38;5;10m> line one", false),
             (b"\x1b[38;5;10m>  \x1b[0mtwo spaces", false),
             (b"\x1b[1m> \x1b[0mbold only", false),
+            // Colours read in order, their own numbers skipped: none of these 0s is a reset.
+            (b"\x1b[0;32m> \x1b[0mx", true),
+            (b"\x1b[38;5;0m> \x1b[0mx", true),
+            (b"\x1b[38;2;0;255;0m> \x1b[0mx", true),
+            (b"\x1b[32;0m> \x1b[0mx", false),
+            (b"\t\x1b[32m> \x1b[0mx", false),
             (b"x\x1b[38;5;10m> \x1b[0m", false),
         ];
         for (raw, want) in cases {
@@ -343,9 +253,9 @@ mod tests {
     #[test]
     fn each_result_setting_finds_its_answer() {
         let log =
-            b"progress 1\n\x1b[31mwarning\x1b[0m on stderr\n{\"type\":\"result\",\"result\":\"the answer\\n> kept\"}\n";
+            b"progress 1\n\x1b[31mwarning\x1b[0m on stderr\n{\"type\":\"result\",\"result\":\"the answer\\n> kept\\r\\n\\u001b[1mclean\\u001b[0m\"}\n";
         let of = |from: ResultFrom| summarize(&mut Cursor::new(log.to_vec()), DEFAULT_CAP, &from).unwrap();
-        assert_eq!(of(ResultFrom::Json("result".into())), "the answer\n> kept");
+        assert_eq!(of(ResultFrom::Json("result".into())), "the answer\n> kept\nclean");
         assert!(of(ResultFrom::Output).starts_with("progress 1\nwarning on stderr\n{"));
         // No such field: the output stands in.
         assert_eq!(of(ResultFrom::Json("response".into())), of(ResultFrom::Output));

@@ -185,11 +185,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Mcp(m) => {
             let max_wait = crate::mcp::MaxWait(parse_duration(&m.max_wait)?);
-            if m.result_budget < crate::mcp::MIN_BUDGET {
+            let (min, max) = (crate::mcp::MIN_BUDGET, crate::mcp::MAX_BUDGET);
+            if !(min..=max).contains(&m.result_budget) {
                 return Err(Error::Usage(format!(
-                    "--result-budget {} is too small; give at least {} bytes",
-                    m.result_budget,
-                    crate::mcp::MIN_BUDGET
+                    "--result-budget {} is out of range; give {min} to {max} bytes",
+                    m.result_budget
                 )));
             }
             let options =

@@ -12,6 +12,8 @@ use crate::task::{Status, Token};
 pub const DEFAULT_BUDGET: usize = 8 * 1024;
 /// The smallest budget a server accepts: room for a headline, a marker and some answer.
 pub const MIN_BUDGET: usize = 2 * 1024;
+/// The largest budget a server accepts: a result larger than this helps no model.
+pub const MAX_BUDGET: usize = 1024 * 1024;
 /// What a summary is never cut below, however many tasks share a result.
 const MIN_KEPT: usize = 160;
 
@@ -54,6 +56,9 @@ impl TaskResult {
     /// The result of `v`, with `next` saying what to call after it.
     pub fn of(v: &TaskView, next: Option<String>) -> TaskResult {
         let summary = v.summary.clone().filter(|s| !s.is_empty());
+        // Only a final answer is cut to fit (the marker points into summary.md); a progress
+        // line is short already.
+        let (summary, full) = if v.status.is_final() { (None, summary) } else { (summary, None) };
         TaskResult {
             token: v.token.to_string(),
             role: v.role.to_string(),
@@ -64,7 +69,7 @@ impl TaskResult {
             line_count: v.line_count,
             timed_out: v.timed_out,
             session: (!v.status.is_final()).then(|| v.session.clone()),
-            full: summary.clone(),
+            full,
             summary,
             error: v.error.clone(),
             note: v.note.clone(),
@@ -114,17 +119,20 @@ impl TaskResult {
 pub fn fit(tasks: &mut [TaskResult], budget: usize, size: impl Fn(&[TaskResult]) -> usize) {
     let restore = |tasks: &mut [TaskResult], limit: usize| {
         for t in tasks.iter_mut() {
-            let token = t.token.clone();
-            t.summary = t.full.as_deref().map(|s| elide(s, limit, &token));
+            if let Some(full) = &t.full {
+                t.summary = Some(elide(full, limit, &t.token));
+            }
         }
     };
+    // No summary longer than the budget can fit: the search starts there.
     let longest = tasks.iter().filter_map(|t| t.full.as_ref().map(String::len)).max().unwrap_or(0);
-    restore(tasks, longest);
-    if size(tasks) <= budget || longest <= MIN_KEPT {
+    let top = longest.min(budget);
+    restore(tasks, top);
+    if top <= MIN_KEPT || size(tasks) <= budget {
         return;
     }
     // The largest limit that fits, found by halving.
-    let (mut lo, mut hi) = (MIN_KEPT, longest);
+    let (mut lo, mut hi) = (MIN_KEPT, top);
     while lo + 1 < hi {
         let mid = lo + (hi - lo) / 2;
         restore(tasks, mid);
@@ -142,37 +150,31 @@ pub fn elide(text: &str, max: usize, token: &str) -> String {
     }
     let head_max = max * 3 / 5;
     let tail_max = max - head_max;
-    // The head: whole lines while they fit, else the start of the first line.
-    let mut head_end = 0;
-    for (i, _) in text.match_indices('\n') {
-        if i > head_max {
-            break;
-        }
-        head_end = i + 1;
-    }
-    let (line, column) = if head_end > 0 {
-        (text[..head_end].matches('\n').count(), 0)
-    } else {
+    // The head: whole lines while they fit, unless that leaves most of its room empty (a long
+    // line next): then it ends inside that line.
+    let mut head_end = text.as_bytes()[..=head_max].iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+    if head_end < head_max / 2 {
         head_end = floor_char(text, head_max);
-        (0, text[..head_end].chars().count())
-    };
-    // The tail: whole lines while they fit, else the end of the last line.
-    let mut tail_start = text.len();
-    for (i, _) in text.match_indices('\n').rev() {
-        if text.len() - (i + 1) > tail_max || i + 1 < head_end {
-            break;
-        }
-        tail_start = i + 1;
     }
-    if tail_start == text.len() {
-        tail_start = ceil_char(text, (text.len() - tail_max).max(head_end));
+    let line_start = text[..head_end].rfind('\n').map_or(0, |i| i + 1);
+    let (line, column) = (text[..line_start].matches('\n').count(), text[line_start..head_end].chars().count());
+    // The tail, alike: whole lines at the end while they fit, else the end of the last one.
+    let from = ceil_char(text, text.len() - tail_max);
+    let mut tail_start = text[from..].find('\n').map_or(text.len(), |i| from + i + 1);
+    if text.len() - tail_start < tail_max / 2 {
+        tail_start = from;
     }
+    let tail_start = tail_start.max(head_end);
     let left_out = &text[head_end..tail_start];
+    if left_out.is_empty() {
+        return text.to_owned();
+    }
     let lines = left_out.matches('\n').count() + usize::from(!left_out.ends_with('\n'));
     let call = format!(r#"logs {{"token":"{token}","summary":true,"offset":{line},"column":{column}}}"#);
     format!(
-        "{}\n[agentctl: {} bytes ({lines} line(s)) left out here; read them with {call} and follow next_offset]\n{}",
-        text[..head_end].trim_end_matches('\n'),
+        "{}\n[agentctl: {} bytes ({lines} line(s)) left out here; read them with {call}, then follow next_offset \
+         and next_column]\n{}",
+        text[..head_end].strip_suffix('\n').unwrap_or(&text[..head_end]),
         left_out.len(),
         &text[tail_start..]
     )
@@ -233,6 +235,43 @@ mod tests {
         assert!(short.ends_with(&"b".repeat(400)));
         assert!(short.contains(r#""offset":0,"column":600"#), "{}", &short[600..800]);
         assert!(short.contains("5002 bytes (1 line(s)) left out"), "{}", &short[600..800]);
+    }
+
+    /// What `logs` with `summary: true` reads from `line`, character `column`, to the end.
+    fn read_from(text: &str, line: usize, column: usize) -> String {
+        let lines: Vec<&str> = text.split('\n').collect();
+        let first: String = lines[line].chars().skip(column).collect();
+        std::iter::once(first.as_str()).chain(lines[line + 1..].iter().copied()).collect::<Vec<_>>().join("\n")
+    }
+
+    #[test]
+    fn the_head_and_what_the_marker_reads_give_back_the_whole_text() {
+        let texts = [
+            (0..300).map(|i| format!("line {i} é€\n")).collect::<String>(),
+            format!("short\n{}\nend", "é".repeat(5000)),
+            format!("{}\n{}", "€".repeat(3000), "x\n".repeat(2000)),
+            "\n".repeat(5000),
+            format!("a\n{}", "€".repeat(999)),
+        ];
+        for text in &texts {
+            for max in [200, 999, 1000, 1001, 4096] {
+                let short = elide(text, max, "abc123");
+                if short == *text {
+                    continue;
+                }
+                let at = short.find("\n[agentctl: ").unwrap();
+                let call = &short[short.find("logs {").unwrap() + 5..];
+                let call: serde_json::Value = serde_json::from_str(&call[..=call.find('}').unwrap()]).unwrap();
+                let (line, column) =
+                    (call["offset"].as_u64().unwrap() as usize, call["column"].as_u64().unwrap() as usize);
+                let rest = read_from(text, line, column);
+                let head = &short[..at];
+                let joined = if column > 0 { format!("{head}{rest}") } else { format!("{head}\n{rest}") };
+                assert_eq!(&joined, text, "max {max}");
+                assert!(short.len() <= max + 300, "{} for {max}", short.len());
+                assert!(!short.contains(" 0 bytes"), "{short}");
+            }
+        }
     }
 
     #[test]

@@ -19,7 +19,7 @@ use crate::task::{Event, EventKind, Status};
 
 /// An event as a tool result: what a model can use, nothing null. A `task_finished` carries
 /// the task's answer within the server's budget, so collecting a task takes no other call.
-#[derive(Serialize, JsonSchema)]
+#[derive(Clone, Serialize, JsonSchema)]
 struct EventResult {
     #[serde(rename = "type")]
     kind: EventKind,
@@ -178,16 +178,15 @@ impl AgentctlServer {
                     Ok(v) => TaskResult::of(v, None),
                     Err(_) => return EventResult { summary: event.summary, ..r },
                 };
-                // What the event's other fields take, and the text copy's headline: the rest is
-                // the answer's.
-                let room = self.options.budget.saturating_sub(2 * (r.next.len() + 200));
-                budget::fit(std::slice::from_mut(&mut task), room, |t| {
-                    2 * t[0].summary.as_ref().map_or(0, |s| s.len() + s.len() / 16)
-                });
-                r.summary = task.summary;
                 if r.status.is_some_and(|s| s != Status::Completed) {
                     r.next = format!("call `logs` with token {token} to read its output; {}", r.next);
                 }
+                // Both copies of the whole result, as it will go out, within the budget.
+                budget::fit(std::slice::from_mut(&mut task), self.options.budget, |t| {
+                    let probe = EventResult { summary: t[0].summary.clone(), ..r.clone() };
+                    serde_json::to_string(&probe).map_or(0, |j| j.len()) + probe.text().len()
+                });
+                r.summary = task.summary;
             }
             EventKind::Message | EventKind::Question => {}
         }

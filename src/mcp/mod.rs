@@ -11,6 +11,6 @@ mod result;
 mod server;
 mod task_tools;
 
-pub use budget::{DEFAULT_BUDGET, MIN_BUDGET};
+pub use budget::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};
 pub use limits::MaxWait;
 pub use server::{Options, serve};

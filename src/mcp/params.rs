@@ -12,6 +12,9 @@ use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
 use crate::task::{EventKind, Role, Status, Token, duration_from_secs};
 
+/// The most tokens one `await` takes: each brings its answer or progress line.
+pub const MAX_AWAITED: usize = 100;
+
 /// How many tasks `list` returns unless told, and at most.
 pub const LIST_PAGE: usize = 50;
 pub const MAX_LIST_PAGE: usize = 200;
@@ -73,6 +76,12 @@ impl AwaitParams {
         let all: Vec<Token> = self.token.iter().chain(&self.tokens).map(|t| Token::parse(t)).collect::<Result<_>>()?;
         if all.is_empty() {
             return Err(Error::Usage("give `token` (one task) or `tokens` (several); `list` shows the tasks".into()));
+        }
+        if all.len() > MAX_AWAITED {
+            return Err(Error::Usage(format!(
+                "{} tokens is more than one `await` takes ({MAX_AWAITED}); `wait_for_event` collects any number",
+                all.len()
+            )));
         }
         Ok(all)
     }

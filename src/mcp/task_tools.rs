@@ -39,9 +39,6 @@ struct TaskRow {
     question: String,
 }
 
-/// The most a `list` answer carries, both copies together.
-const LIST_BUDGET: usize = 14 * 1024;
-
 #[tool_router(router = task_router, vis = "pub(super)")]
 impl AgentctlServer {
     /// Launch, then settle with progress and cancellation.
@@ -209,11 +206,11 @@ impl AgentctlServer {
                 let list = TaskList { count: rows.len(), next_cursor, tasks: std::mem::take(&mut rows) };
                 let size = serde_json::to_string(&list).map_or(0, |j| j.len()) + text.len();
                 // Over the budget (long role names and questions): a shorter page, and a cursor.
-                if size <= LIST_BUDGET || list.tasks.len() <= 1 {
+                if size <= self.options.budget || list.tasks.len() <= 1 {
                     return result::structured(&list, text, false);
                 }
                 rows = list.tasks;
-                rows.truncate(rows.len() * LIST_BUDGET / size);
+                rows.truncate(rows.len() * self.options.budget / size);
                 more = true;
             }
         }))
@@ -239,7 +236,7 @@ impl AgentctlServer {
                 if size <= self.options.budget || max_bytes <= 64 {
                     return Ok(result::structured(&page, text, false));
                 }
-                max_bytes = max_bytes * self.options.budget / size - 16;
+                max_bytes = (max_bytes * self.options.budget / size).saturating_sub(16);
             }
         })())
     }

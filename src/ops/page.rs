@@ -35,6 +35,7 @@ pub enum Window {
 /// What to read, and how much of it.
 #[derive(Clone, Copy, Debug)]
 pub struct PageRequest {
+    /// Which lines.
     pub window: Window,
     /// Keep escape sequences as the agent wrote them.
     pub raw: bool,
@@ -97,7 +98,7 @@ pub fn log_page(store: &Store, token: Token, req: PageRequest) -> Result<LogPage
     };
     if req.summary && !view.status.is_final() {
         return Err(Error::Usage(format!(
-            "task {token} is still {}: it has no summary yet; read its log (logs without summary), or await it",
+            "task {token} is still {}: it has no summary yet; call `logs` without summary for its output, or `await` it",
             view.status
         )));
     }
@@ -125,11 +126,14 @@ pub fn log_page(store: &Store, token: Token, req: PageRequest) -> Result<LogPage
         }
     };
     page.column = skip;
-    let mut reader = BufReader::new(file);
+    let mut reader = BufReader::with_capacity(PIECE, file);
     let mut bytes = 0;
     let mut at_end = false;
     let mut cut = false;
     while (page.lines.len() as u64) < limit {
+        if !page.lines.is_empty() && bytes >= req.max_bytes {
+            break;
+        }
         let room = req.max_bytes.saturating_sub(bytes).max(if page.lines.is_empty() { 4 } else { 0 });
         let Some(line) = read_line_window(&mut reader, skip, room, req.raw).ctx(what)? else {
             at_end = true;
@@ -183,22 +187,22 @@ struct LineWindow {
 /// `room` bytes of it; `None` at the end. The line is cleaned a piece at a time, so a line of
 /// any length costs bounded memory.
 fn read_line_window(reader: &mut impl BufRead, skip: u64, room: usize, raw: bool) -> io::Result<Option<LineWindow>> {
-    let mut cleaner = LineCleaner::default();
+    let mut cleaner = if raw { LineCleaner::raw() } else { LineCleaner::default() };
     let mut text = String::new();
     let mut seen = 0u64;
     let mut any = false;
     loop {
         let buf = reader.fill_buf()?;
-        if buf.is_empty() {
-            return Ok(any.then_some(LineWindow { text, cut: false }));
+        if buf.is_empty() && !any {
+            return Ok(None);
         }
         any = true;
         let newline = memchr::memchr(b'\n', buf);
         let take = newline.unwrap_or(buf.len()).min(PIECE);
-        let ends = newline == Some(take);
-        let visible =
-            if raw { String::from_utf8_lossy(&buf[..take]).into_owned() } else { cleaner.piece(&buf[..take]) };
-        reader.consume(take + usize::from(ends));
+        // The line's last piece: before a newline, or at the end of the file.
+        let ends = newline == Some(take) || buf.is_empty();
+        let visible = if ends { cleaner.last(&buf[..take]) } else { cleaner.piece(&buf[..take]) };
+        reader.consume(take + usize::from(newline == Some(take)));
         for c in visible.chars() {
             if seen >= skip {
                 if text.len() + c.len_utf8() > room {

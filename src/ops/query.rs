@@ -239,7 +239,7 @@ impl Printer {
         for end in memchr::memchr_iter(b'\n', &self.pending) {
             let line = &self.pending[start..end];
             let text = match self.long.take() {
-                Some(mut piece) => piece.piece(line),
+                Some(mut piece) => piece.last(line),
                 None => clean_line(line),
             };
             writeln!(out, "{text}")?;
@@ -257,7 +257,7 @@ impl Printer {
     fn flush(&mut self, out: &mut dyn Write) -> io::Result<()> {
         if !self.pending.is_empty() || self.long.is_some() {
             let text = match self.long.take() {
-                Some(mut piece) => piece.piece(&self.pending),
+                Some(mut piece) => piece.last(&self.pending),
                 None => clean_line(&self.pending),
             };
             writeln!(out, "{text}")?;

@@ -39,8 +39,8 @@ pub struct TaskView {
     pub message: Option<String>,
 }
 
-/// More than any summary agentctl writes (64 KiB and a note).
-const SUMMARY_MAX: u64 = 1 << 20;
+/// More than any summary agentctl writes (its cap and a note).
+const SUMMARY_MAX: u64 = crate::summary::DEFAULT_CAP as u64 + 4096;
 
 fn rfc3339(ms: u64) -> String {
     humantime::format_rfc3339_millis(UNIX_EPOCH + Duration::from_millis(ms)).to_string()

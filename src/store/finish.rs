@@ -68,9 +68,16 @@ impl Store {
             }),
             _ => None,
         };
-        let read = match log {
-            Some((lines, file)) => logfile::summary_of(file, Some(lines), &from),
-            None => logfile::summary_and_lines(&self.log_path(&rec.role, t), &from),
+        let log_path = self.log_path(&rec.role, t);
+        let read = match (log, &answer) {
+            // The answer is the agent's file: the log is only counted.
+            (Some((lines, _)), Some(_)) => Ok((String::new(), lines)),
+            (None, Some(_)) => match logfile::line_count(&log_path, &self.lines_path(t)) {
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
+                counted => counted.map(|n| (String::new(), n)),
+            },
+            (Some((lines, file)), None) => logfile::summary_of(file, Some(lines), &from),
+            (None, None) => logfile::summary_and_lines(&log_path, &from),
         };
         let (summary, line_count) = read.unwrap_or_else(|e| {
             notes.push(format!("cannot read the log: {}", files::describe(&e)));

@@ -37,7 +37,7 @@ async def test_a_huge_answer_after_megabytes_of_output_comes_back_within_the_bud
     home, tmp_path
 ):
     lines = ["ANSWER START"] + [f"answer line {i}" for i in range(2000)]
-    lines += ["x" * 200_000 + " END OF THE LONG LINE", "> a quoted line inside the answer", "ANSWER END"]
+    lines += ["xé" * 100_000 + " END OF THE LONG LINE", "> a quoted line inside the answer", "ANSWER END"]
     answer = "\n".join(lines)
     (tmp_path / "answer").write_text(answer + "\n")
     script = (
@@ -67,7 +67,7 @@ async def test_a_huge_answer_after_megabytes_of_output_comes_back_within_the_bud
         head = summary[: summary.index("\n[agentctl:")]
         rest, calls = await read_summary(c, token, call["offset"], call["column"])
         assert head + rest == answer
-        assert calls > 200_000 // BUDGET, calls
+        assert calls > 300_000 // BUDGET, calls
 
 
 async def test_three_tasks_are_collected_in_few_calls_with_their_answers_whole(home, tmp_path):
