@@ -6,7 +6,7 @@ use rmcp::model::{CallToolResult, ContentBlock};
 use serde::Serialize;
 
 use super::budget::{self, TaskResult};
-use crate::error::{Error, Frontend};
+use crate::error::{Error, Frontend, Result};
 use crate::task::Status;
 
 /// A structured result whose text copy is `text`.
@@ -21,6 +21,25 @@ pub fn structured<T: Serialize>(value: &T, text: String, is_error: bool) -> Call
 /// The bytes of both copies of a result.
 fn size<T: Serialize>(value: &T, text: &str) -> usize {
     serde_json::to_string(value).map_or(0, |j| j.len()) + text.len()
+}
+
+/// The result of `make(n)` for the largest `n` from `start` down that fits `budget` (both
+/// copies), each try's `n` scaled by how far the last one went over; `make(min)` if none does.
+pub fn shrink_to_fit<T: Serialize>(
+    budget: usize,
+    start: usize,
+    min: usize,
+    mut make: impl FnMut(usize) -> Result<(T, String)>,
+) -> Result<CallToolResult> {
+    let mut n = start.max(min);
+    loop {
+        let (value, text) = make(n)?;
+        let used = size(&value, &text);
+        if used <= budget || n <= min {
+            return Ok(structured(&value, text, false));
+        }
+        n = (n * budget / used).min(n - 1).max(min);
+    }
 }
 
 /// A task answer within `budget`; a task that ended other than `completed` is an error result,

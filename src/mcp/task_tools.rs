@@ -27,7 +27,7 @@ struct TaskList {
 }
 
 /// One task in a listing: what tells tasks apart (`await` or `logs` say the rest).
-#[derive(Serialize, schemars::JsonSchema)]
+#[derive(Clone, Serialize, schemars::JsonSchema)]
 struct TaskRow {
     token: String,
     role: String,
@@ -185,35 +185,34 @@ impl AgentctlServer {
         output_schema = schema_for_output::<TaskList>()
     )]
     async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(p.filter().and_then(|f| ops::list(&self.store, &f)).map(|listing| {
-            let mut rows: Vec<TaskRow> = listing
-                .tasks
-                .iter()
-                .map(|v| TaskRow {
-                    token: v.token.to_string(),
-                    role: v.role.to_string(),
-                    status: v.status,
-                    exit_code: v.exit_code,
-                    elapsed_ms: v.elapsed_ms,
-                    line_count: v.line_count,
-                    question: v.question.clone(),
+        answer(
+            p.filter()
+                .and_then(|f| ops::list(&self.store, &f))
+                .map(|listing| {
+                    let rows: Vec<TaskRow> = listing
+                        .tasks
+                        .iter()
+                        .map(|v| TaskRow {
+                            token: v.token.to_string(),
+                            role: v.role.to_string(),
+                            status: v.status,
+                            exit_code: v.exit_code,
+                            elapsed_ms: v.elapsed_ms,
+                            line_count: v.line_count,
+                            question: v.question.clone(),
+                        })
+                        .collect();
+                    // Over the budget (long role names and questions): a shorter page, and a cursor.
+                    let all = rows.len();
+                    result::shrink_to_fit(self.options.budget, all, 1, |n| {
+                        let more = listing.more || n < all;
+                        let next_cursor = more.then(|| n.checked_sub(1).and_then(|i| listing.cursor(i))).flatten();
+                        let text = list_text(&rows[..n], next_cursor.as_deref());
+                        Ok((TaskList { count: n, next_cursor, tasks: rows[..n].to_vec() }, text))
+                    })
                 })
-                .collect();
-            let mut more = listing.more;
-            loop {
-                let next_cursor = more.then(|| rows.len().checked_sub(1).and_then(|i| listing.cursor(i))).flatten();
-                let text = list_text(&rows, next_cursor.as_deref());
-                let list = TaskList { count: rows.len(), next_cursor, tasks: std::mem::take(&mut rows) };
-                let size = serde_json::to_string(&list).map_or(0, |j| j.len()) + text.len();
-                // Over the budget (long role names and questions): a shorter page, and a cursor.
-                if size <= self.options.budget || list.tasks.len() <= 1 {
-                    return result::structured(&list, text, false);
-                }
-                rows = list.tasks;
-                rows.truncate(rows.len() * self.options.budget / size);
-                more = true;
-            }
-        }))
+                .and_then(|r| r),
+        )
     }
 
     #[tool(
@@ -228,16 +227,12 @@ impl AgentctlServer {
             let token = Token::parse(&p.token)?;
             // Both copies carry the lines: each gets somewhat under half the budget, less if the
             // lines' escaping in JSON makes it more.
-            let mut max_bytes = self.options.budget.saturating_sub(600) / 2;
-            loop {
+            let first = self.options.budget.saturating_sub(600) / 2;
+            result::shrink_to_fit(self.options.budget, first, 64, |max_bytes| {
                 let page = ops::log_page(&self.store, token, p.request(max_bytes))?;
                 let text = page_text(&page, p.summary);
-                let size = serde_json::to_string(&page).map_or(0, |j| j.len()) + text.len();
-                if size <= self.options.budget || max_bytes <= 64 {
-                    return Ok(result::structured(&page, text, false));
-                }
-                max_bytes = (max_bytes * self.options.budget / size).saturating_sub(16);
-            }
+                Ok((page, text))
+            })
         })())
     }
 }
