@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use crate::ops::{TaskView, human_duration};
+use crate::ops::TaskView;
 use crate::task::{Status, Token};
 
 /// The default budget of one result, both copies together.
@@ -50,6 +50,10 @@ pub struct TaskResult {
     #[serde(skip)]
     #[schemars(skip)]
     full: Option<String>,
+    /// The text copy's first line.
+    #[serde(skip)]
+    #[schemars(skip)]
+    headline: String,
 }
 
 impl TaskResult {
@@ -71,6 +75,7 @@ impl TaskResult {
             session: (!v.status.is_final()).then(|| v.session.clone()),
             full,
             summary,
+            headline: v.headline(),
             error: v.error.clone(),
             note: v.note.clone(),
             next,
@@ -87,17 +92,7 @@ impl TaskResult {
 
     /// A short readable copy: a headline, error and note, the summary, what to do next.
     pub fn text(&self) -> String {
-        let mut out = format!("task {} ({}) {}", self.token, self.role, self.status);
-        if self.status.is_final() {
-            out.push_str(&format!(" in {}", human_duration(self.elapsed_ms)));
-            if let Some(c) = self.exit_code {
-                out.push_str(&format!(", exit {c}"));
-            }
-            if let Some(s) = self.signal {
-                out.push_str(&format!(", signal {s}"));
-            }
-            out.push_str(&format!(", {} line(s) of output", self.line_count));
-        }
+        let mut out = self.headline.clone();
         for (label, value) in [("error", &self.error), ("note", &self.note)] {
             if let Some(text) = value {
                 out.push_str(&format!("\n{label}: {text}"));
@@ -291,6 +286,7 @@ mod tests {
             note: None,
             next: None,
             full: Some(s.into()),
+            headline: String::new(),
         };
         let size =
             |ts: &[TaskResult]| ts.iter().map(|t| serde_json::to_string(t).unwrap().len() + t.text().len()).sum();

@@ -109,9 +109,8 @@ impl TaskView {
 }
 
 impl TaskView {
-    /// The view as readable text: a headline, error and note, the log path, then the summary
-    /// (or, while running, the progress line and what to do next).
-    pub fn text(&self) -> String {
+    /// One line: the task, its status and, once ended, how long it ran and how it ended.
+    pub fn headline(&self) -> String {
         let mut out = format!("task {} ({}) {}", self.token, self.role, self.status);
         if self.status.is_final() {
             out.push_str(&format!(" in {}", human_duration(self.elapsed_ms)));
@@ -123,6 +122,13 @@ impl TaskView {
             }
             out.push_str(&format!(", {} line(s) of output", self.line_count));
         }
+        out
+    }
+
+    /// The view as readable text: a headline, error and note, the log path, then the summary
+    /// (or, while running, the progress line and what to do next).
+    pub fn text(&self) -> String {
+        let mut out = self.headline();
         out.push('\n');
         for (label, value) in [("error", &self.error), ("note", &self.note)] {
             if let Some(text) = value {
