@@ -204,7 +204,7 @@ impl AgentctlServer {
                         .collect();
                     // Over the budget (long role names and questions): a shorter page, and a cursor.
                     let all = rows.len();
-                    result::shrink_to_fit(self.options.budget, all, 1, |n| {
+                    result::shrink_to_fit(self.options.budget, all, all.min(1), |n| {
                         let more = listing.more || n < all;
                         let next_cursor = more.then(|| n.checked_sub(1).and_then(|i| listing.cursor(i))).flatten();
                         let text = list_text(&rows[..n], next_cursor.as_deref());
