@@ -42,6 +42,15 @@ pub enum Command {
     Wait(WaitEventArgs),
     /// Post a message (or a question) from inside a task to the session it reports to
     Notify(NotifyArgs),
+    /// From inside a task: ask the lead a question and wait for the answer (printed on stdout)
+    #[command(name = "ask-lead")]
+    AskLead(AskLeadArgs),
+    /// Answer a task's question (by the question's id, or the task's token)
+    Reply(ReplyArgs),
+    /// Send a running task a message, which it reads with `agentctl inbox`
+    Send(SendArgs),
+    /// From inside a task: print the next message sent to it (waiting up to --wait)
+    Inbox(InboxArgs),
     /// Show the events of a session (or all) without consuming them
     Events(EventsArgs),
     /// Remove finished tasks (record, log, summary); running tasks are never touched
@@ -200,6 +209,41 @@ pub struct NotifyArgs {
     /// Post to this session [default: the session of the task this runs in]
     #[arg(long, value_name = "NAME")]
     pub session: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct AskLeadArgs {
+    /// The question (`-`: read it from stdin)
+    pub question: String,
+    /// Give up after D: the question is withdrawn and the exit code is 124 [default: wait for ever]
+    #[arg(long, value_name = "D")]
+    pub timeout: Option<String>,
+    /// The answers to offer, comma-separated, like `main,dev`
+    #[arg(long, value_name = "A,B,…")]
+    pub choices: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct ReplyArgs {
+    /// The question's id (like q0123456789) or the token of the task that asks
+    pub target: String,
+    /// The answer (`-`: read it from stdin)
+    pub answer: String,
+}
+
+#[derive(Debug, Args)]
+pub struct SendArgs {
+    /// The running task's token
+    pub token: String,
+    /// The message (`-`: read it from stdin)
+    pub message: String,
+}
+
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Wait up to D for a message; print a `timeout` event and exit 124 if none came [default: 0s]
+    #[arg(long, value_name = "D")]
+    pub wait: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -12,7 +12,7 @@ use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, Launch, ListFilter, Wait, What};
 use crate::store::{Store, resolve_home};
-use crate::task::{EventKind, Role, Status, Token, parse_duration};
+use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
@@ -161,6 +161,50 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
             let _ = out.posted(&event);
             Ok(ExitCode::SUCCESS)
+        }
+        Command::AskLead(a) => {
+            let text = if a.question == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { a.question };
+            let choices = a.choices.as_deref().map(parse_choices).transpose()?.unwrap_or_default();
+            let limit = a.timeout.as_deref().map(parse_duration).transpose()?;
+            let store = Store::existing(&home)?;
+            match ops::ask_lead(&store, &text, &choices, limit).await? {
+                ops::Asked::Answered(answer) => {
+                    out.answer(&answer).ctx(|| "cannot write the answer to stdout".into())?;
+                    Ok(ExitCode::SUCCESS)
+                }
+                ops::Asked::TimedOut => {
+                    eprintln!("agentctl: nobody answered in time; the question is withdrawn");
+                    Ok(ExitCode::from(124))
+                }
+            }
+        }
+        Command::Reply(r) => {
+            let answer = if r.answer == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { r.answer };
+            let q = ops::reply(&Store::existing(&home)?, &r.target, &answer)?;
+            let _ = out.replied(&q);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Send(s) => {
+            let message = if s.message == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { s.message };
+            let event = ops::send(&Store::existing(&home)?, Token::parse(&s.token)?, &message)?;
+            let _ = out.posted(&event);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Inbox(i) => {
+            let limit = duration_or(i.wait.as_deref(), Duration::ZERO)?;
+            let store = Store::existing(&home)?;
+            let holder = ops::Holder::new(0);
+            let event = ops::inbox(&store, limit, &holder).await?;
+            match out.message(&event) {
+                Ok(code) => {
+                    ops::delivered(&store, &holder, None)?;
+                    Ok(code)
+                }
+                Err(e) => {
+                    ops::undelivered(&store, &holder)?;
+                    Err(e).ctx(|| "cannot write the message to stdout".into())
+                }
+            }
         }
         Command::Events(e) => {
             if let Some(s) = &e.session {

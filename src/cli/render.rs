@@ -8,7 +8,7 @@ use serde_json::json;
 
 use crate::error::Error;
 use crate::ops::{Awaited, LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
-use crate::task::{Event, EventKind, Status, Token};
+use crate::task::{Event, EventKind, Question, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
 pub struct Out {
@@ -24,6 +24,8 @@ pub fn exit_code(v: &TaskView) -> ExitCode {
 fn exit_status(v: &TaskView) -> u8 {
     if v.timed_out {
         124
+    } else if v.pending_question.is_some() {
+        3
     } else if v.status.is_final() && v.status != Status::Completed {
         1
     } else {
@@ -58,7 +60,8 @@ impl Out {
     /// those still running and the command that awaits them. Exits as the first task to end
     /// would alone, 124 if none ended.
     pub fn awaited(&self, a: &Awaited) -> ExitCode {
-        let code = ExitCode::from(a.ended.first().map_or(124, exit_status));
+        let asking = a.running.iter().any(|v| v.pending_question.is_some());
+        let code = ExitCode::from(a.ended.first().map_or(if asking { 3 } else { 124 }, exit_status));
         if self.json {
             print_json(&serde_json::to_value(a).unwrap_or_default());
             return code;
@@ -74,6 +77,10 @@ impl Out {
             for v in &a.running {
                 let (token, role, elapsed) = (v.token, v.role.as_str(), human_duration(v.elapsed_ms));
                 let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output", v.line_count);
+                if let Some(q) = &v.pending_question {
+                    let _ = writeln!(w, "    asks ({}): {}", q.id, q.text);
+                    let _ = writeln!(w, "    answer it: {}", self.command("reply", format!("{token} ANSWER")));
+                }
             }
             let tokens: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();
             let _ = writeln!(w, "await them: {}", self.command("await", tokens.join(" ")));
@@ -85,6 +92,11 @@ impl Out {
         // The CLI shows its own commands instead of the front-end-neutral message.
         let quiet = TaskView { message: v.message.clone().filter(|_| v.timed_out), ..v.clone() };
         w.write_all(quiet.text().as_bytes())?;
+        if let Some(q) = &v.pending_question {
+            let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
+            writeln!(w, "asks ({}): {}{choices}", q.id, q.text)?;
+            writeln!(w, "answer it: {}", self.command("reply", format!("{} ANSWER", v.token)))?;
+        }
         if !v.status.is_final() {
             writeln!(w, "await it: {}", self.command("await", v.token))?;
             writeln!(w, "halt it:  {}", self.command("halt", v.token))?;
@@ -123,7 +135,10 @@ impl Out {
                 v.status.as_str(),
                 human_duration(v.elapsed_ms),
                 v.line_count,
-                v.question
+                match &v.pending_question {
+                    Some(q) => format!("ASKS ({}): {}", q.id, q.text.chars().take(60).collect::<String>()),
+                    None => v.question.clone(),
+                }
             );
         }
     }
@@ -135,6 +150,41 @@ impl Out {
             writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
         } else {
             writeln!(w, "{}", e.describe())?;
+        }
+        w.flush()?;
+        Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))
+    }
+
+    /// Print the lead's answer, alone on stdout (`ask-lead`).
+    pub fn answer(&self, answer: &str) -> io::Result<()> {
+        let mut w = io::stdout().lock();
+        if self.json {
+            writeln!(w, "{}", json!({ "answer": answer }))?;
+        } else {
+            writeln!(w, "{answer}")?;
+        }
+        w.flush()
+    }
+
+    /// Say that question `q` is answered.
+    pub fn replied(&self, q: &Question) -> io::Result<()> {
+        let mut w = io::stdout().lock();
+        if self.json {
+            writeln!(w, "{}", serde_json::to_value(q).unwrap_or_default())?;
+        } else {
+            writeln!(w, "answered {} of task {}", q.id, q.token)?;
+        }
+        w.flush()
+    }
+
+    /// Print a message a task read from its inbox (its text alone, unless --json); a `timeout`
+    /// exits 124.
+    pub fn message(&self, e: &Event) -> io::Result<ExitCode> {
+        let mut w = io::stdout().lock();
+        if self.json {
+            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
+        } else if let Some(text) = &e.text {
+            writeln!(w, "{text}")?;
         }
         w.flush()?;
         Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))

@@ -6,7 +6,7 @@
 use serde::Serialize;
 
 use crate::ops::TaskView;
-use crate::task::{Status, Token};
+use crate::task::{Question, Status, Token};
 
 /// The default budget of one result, both copies together.
 pub const DEFAULT_BUDGET: usize = 8 * 1024;
@@ -32,6 +32,9 @@ pub struct TaskResult {
     /// The wait ran out with the task still running.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
+    /// The question the task waits on you to answer with `reply`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<AskedQuestion>,
     /// While it runs: the session whose `wait_for_event` gets its end.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
@@ -72,6 +75,7 @@ impl TaskResult {
             elapsed_ms: v.elapsed_ms,
             line_count: v.line_count,
             timed_out: v.timed_out,
+            question: v.pending_question.as_ref().map(AskedQuestion::of),
             session: (!v.status.is_final()).then(|| v.session.clone()),
             full,
             summary,
@@ -98,6 +102,10 @@ impl TaskResult {
                 out.push_str(&format!("\n{label}: {text}"));
             }
         }
+        if let Some(q) = &self.question {
+            let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
+            out.push_str(&format!("\nasks ({}): {}{choices}", q.id, q.text));
+        }
         if let Some(s) = &self.summary {
             out.push_str(&format!("\n{s}"));
         }
@@ -105,6 +113,21 @@ impl TaskResult {
             out.push_str(&format!("\nnext: {n}"));
         }
         out
+    }
+}
+
+/// A question a task asks, as a result shows it.
+#[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
+pub struct AskedQuestion {
+    pub id: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
+}
+
+impl AskedQuestion {
+    fn of(q: &Question) -> AskedQuestion {
+        AskedQuestion { id: q.id.clone(), text: q.text.clone(), choices: q.choices.clone() }
     }
 }
 
@@ -192,6 +215,13 @@ fn ceil_char(s: &str, mut i: usize) -> usize {
 /// What to call after a task's answer.
 pub fn next_step(v: &TaskView, max_wait: &str) -> Option<String> {
     let t: Token = v.token;
+    if let Some(q) = &v.pending_question {
+        return Some(format!(
+            "the task waits for your answer: call `reply` with token {t} (or question_id {}) and the answer; it goes \
+             on from there",
+            q.id
+        ));
+    }
     Some(match v.status {
         Status::Completed => return None,
         s if !s.is_final() => format!(
@@ -280,6 +310,7 @@ mod tests {
             elapsed_ms: 1,
             line_count: 1,
             timed_out: false,
+            question: None,
             session: None,
             summary: Some(s.into()),
             error: None,

@@ -10,12 +10,12 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::budget::{self, TaskResult};
-use super::params::{NotifyParams, WaitForEventParams};
+use super::params::{NotifyParams, ReplyParams, SendParams, WaitForEventParams};
 use super::result;
 use super::server::{AgentctlServer, answer};
 use crate::error::Error;
 use crate::ops;
-use crate::task::{Event, EventKind, Status};
+use crate::task::{Event, EventKind, Question, Status, Token};
 
 /// An event as a tool result: what a model can use, nothing null. A `task_finished` carries
 /// the task's answer within the server's budget, so collecting a task takes no other call.
@@ -37,6 +37,11 @@ struct EventResult {
     /// For `message` and `question`: what the task said.
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<String>,
+    /// For a question: its id for `reply`, and the answers offered.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question_id: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    choices: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     /// What to call next.
@@ -60,6 +65,9 @@ impl EventResult {
         for part in [&self.note, &self.text, &self.summary].into_iter().flatten() {
             out.push_str(&format!("\n{part}"));
         }
+        if !self.choices.is_empty() {
+            out.push_str(&format!("\nchoices: {}", self.choices.join(", ")));
+        }
         out.push_str(&format!("\nnext: {}", self.next));
         out
     }
@@ -68,9 +76,8 @@ impl EventResult {
 #[tool_router(router = event_router, vis = "pub(super)")]
 impl AgentctlServer {
     #[tool(
-        description = "Return the next event of a session, waiting up to {max_wait}: task_finished (with the \
-                       task's answer), or a message or question a task posted. Each event is returned once. On \
-                       {type: timeout}, call again.",
+        description = "The next event of your session, waiting up to {max_wait}: task_finished (with the answer), \
+                       or a task's message or question. Each comes once; on timeout, call again.",
         annotations(title = "Wait for an event", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<EventResult>()
     )]
@@ -131,6 +138,34 @@ impl AgentctlServer {
     }
 }
 
+#[tool_router(router = converse_router, vis = "pub(super)")]
+impl AgentctlServer {
+    #[tool(
+        description = "Answer a task's question; the waiting task goes on with it.",
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<Question>()
+    )]
+    async fn reply(&self, Parameters(p): Parameters<ReplyParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        answer(p.target().and_then(|target| ops::reply(&self.store, target, &p.answer)).map(|q| {
+            let text = format!("answered {} of task {}; `await` it for what it does next", q.id, q.token);
+            result::structured(&q, text, false)
+        }))
+    }
+
+    #[tool(
+        description = "Send a running task a message (it reads it with `agentctl inbox`).",
+        annotations(destructive_hint = false, open_world_hint = false),
+        output_schema = schema_for_output::<Posted>()
+    )]
+    async fn send(&self, Parameters(p): Parameters<SendParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        answer(Token::parse(&p.token).and_then(|t| ops::send(&self.store, t, &p.message)).map(|e| {
+            let posted = Posted { kind: e.kind, session: e.session, seq: e.seq };
+            let text = format!("sent to task {}", posted.session);
+            result::structured(&posted, text, false)
+        }))
+    }
+}
+
 /// What `notify` answers.
 #[derive(Serialize, JsonSchema)]
 struct Posted {
@@ -151,6 +186,8 @@ impl EventResult {
             exit_code: None,
             summary: None,
             text: None,
+            question_id: None,
+            choices: Vec::new(),
             note,
             next,
         }
@@ -167,6 +204,8 @@ impl AgentctlServer {
         r.status = event.status;
         r.exit_code = event.exit_code;
         r.text = event.text;
+        r.question_id = event.question_id;
+        r.choices = event.choices;
         match event.kind {
             EventKind::Timeout => {
                 r.next = "nothing arrived in time: call `wait_for_event` again to keep waiting".into()
@@ -188,7 +227,15 @@ impl AgentctlServer {
                 });
                 r.summary = task.summary;
             }
-            EventKind::Message | EventKind::Question => {}
+            EventKind::Question => {
+                if let (Some(id), Some(token)) = (&r.question_id, &r.token) {
+                    r.next = format!(
+                        "task {token} waits for your answer: call `reply` with question_id {id} and the answer; then {}",
+                        r.next
+                    );
+                }
+            }
+            EventKind::Message => {}
         }
         r
     }

@@ -28,19 +28,19 @@ pub struct LaunchOptions {
     /// Return the token at once.
     #[serde(default, rename = "async")]
     pub run_async: bool,
-    /// Seconds to wait for the answer before returning the token (default {hybrid_wait}).
+    /// Seconds to wait for the answer (default {hybrid_wait}).
     pub wait_secs: Option<f64>,
     /// Working directory.
     pub cwd: Option<String>,
-    /// Halt the task (`expired`) after this many seconds.
+    /// Halt it (`expired`) after this many seconds.
     pub timeout_secs: Option<f64>,
-    /// Session whose wait_for_event gets its end (default: yours).
+    /// Session told of its end (default: yours).
     pub session: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskParams {
-    /// The role, e.g. `reviewer` (letters, digits, `_`, `-`); agents.toml says which agent runs it.
+    /// The role, e.g. `reviewer`; agents.toml says which agent runs it.
     pub role: String,
     /// The task for the agent.
     pub question: String,
@@ -50,7 +50,7 @@ pub struct AskParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunParams {
-    /// Program and arguments, no shell: ["make", "test"].
+    /// Program and arguments: ["make", "test"].
     pub command: Vec<String>,
     /// Role to file it under (default `run`).
     pub role: Option<String>,
@@ -148,6 +148,37 @@ pub struct NotifyParams {
     pub question: bool,
     /// Session to post to (default: yours).
     pub session: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReplyParams {
+    /// The question's id, or else:
+    pub question_id: Option<String>,
+    /// the asking task's token.
+    #[serde(default, deserialize_with = "some_token_text")]
+    pub token: Option<String>,
+    /// The answer.
+    pub answer: String,
+}
+
+impl ReplyParams {
+    /// What the answer goes to: a question id or a token.
+    pub fn target(&self) -> Result<&str> {
+        match (&self.question_id, &self.token) {
+            (Some(id), None) => Ok(id),
+            (None, Some(token)) => Ok(token),
+            _ => Err(Error::Usage("give `question_id` or `token` (one of them)".into())),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct SendParams {
+    /// The running task's token.
+    #[serde(deserialize_with = "token_text")]
+    pub token: String,
+    /// The message.
+    pub message: String,
 }
 
 impl WaitForEventParams {

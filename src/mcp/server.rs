@@ -35,14 +35,13 @@ use crate::task::Token;
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 /// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
-const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs such as kiro-cli, claude -p, codex exec) as background \
-tasks that outlive this server. Start one with `ask` (a role and a question): it answers in the call if the task ends \
-within {hybrid_wait}, else returns a 6-character token. For slow work pass async: true and start every task first. \
-Then collect: `wait_for_event` returns the next event of your session (task_finished carries the answer; a task can \
-also post a message or question), so N tasks take N calls; or `await` with tokens: [...] returns as soon as any ends. \
-No call blocks longer than {max_wait}: on `timeout` or `running`, call again. A long answer shows its head and tail \
-and names the `logs` call that reads the rest. `halt` stops a task, `list` shows tasks, `notify` posts a message to \
-a session. A failed call says which tool to call next.";
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs: kiro-cli, claude -p, codex exec…) as background tasks \
+that outlive this server. `ask` (role, question) answers in the call if the task ends within {hybrid_wait}, else \
+returns its token; for slow work pass async: true and start every task first. Collect with `wait_for_event` (each \
+task_finished carries an answer: N tasks, N calls) or `await` with tokens: [...] (returns when any ends). A task \
+may ask you a question (in await or wait_for_event): it waits until you `reply`. `send` messages a running task. \
+No call blocks over {max_wait}: on `timeout` or `running`, call again. A long answer names the `logs` call for the \
+rest. `halt` stops, `list` lists. Failed calls name the next tool.";
 
 /// How the server was started (`agentctl mcp` and the global flags).
 #[derive(Clone, Debug)]
@@ -147,7 +146,7 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
 impl AgentctlServer {
     /// The server over `store`, its tools published as `options` say.
     pub(super) fn new(store: Store, options: Options) -> Result<AgentctlServer> {
-        let mut tool_router = Self::task_router() + Self::event_router();
+        let mut tool_router = Self::task_router() + Self::event_router() + Self::converse_router();
         if !options.allow_run {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");
@@ -189,7 +188,10 @@ impl AgentctlServer {
     /// How a task is doing, for progress notifications.
     pub(super) fn task_progress(&self, token: Token) -> String {
         match ops::status(&self.store, token) {
-            Ok(v) => v.summary.unwrap_or_default(),
+            Ok(v) => match &v.pending_question {
+                Some(q) => format!("task {token} asks ({}): {}", q.id, q.text),
+                None => v.summary.unwrap_or_default(),
+            },
             Err(e) => e.message(Frontend::Mcp),
         }
     }

@@ -63,9 +63,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Ask a role's sub-agent a question. Returns the answer if it ends within wait_secs (default \
-                       {hybrid_wait}, at most {max_wait}), else its token while it keeps running. For slow work pass async: true and \
-                       collect with `await` or `wait_for_event`.",
+        description = "Ask a role's sub-agent. Answers in the call if the task ends within wait_secs (default \
+                       {hybrid_wait}, at most {max_wait}), else returns its token. Slow work: async: true.",
         annotations(title = "Ask a sub-agent", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<TaskResult>()
     )]
@@ -146,8 +145,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Stop a task: SIGTERM to all its processes, SIGKILL after grace_secs (default 5). Returns its \
-                       partial summary; a task that already ended is returned as it ended.",
+        description = "Stop a task: SIGTERM to its processes, SIGKILL after grace_secs (default 5). Returns it as it \
+                       ended.",
         annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskResult>()
     )]
@@ -178,9 +177,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "List tasks, newest first, 50 at a time: token, role, status, elapsed time, log lines and \
-                       question preview. Optional filters: status, role; pass next_cursor back as cursor for older \
-                       ones.",
+        description = "Tasks, newest first, 50 a page (cursor: the last page's next_cursor), filtered by status or \
+                       role.",
         annotations(title = "List tasks", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskList>()
     )]
@@ -216,9 +214,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Read a task's output (escape codes stripped), or with summary: true its whole final \
-                       answer: the last tail_lines (default 100), or from line `offset` (and character `column`). \
-                       Follow next_offset and next_column for more.",
+        description = "A page of a task's output (or with summary: true, of its whole answer): the last \
+                       tail_lines, or from offset (and column). Go on with next_offset and next_column.",
         annotations(title = "Read a task's log", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<LogPage>()
     )]

@@ -2,6 +2,7 @@
 //! place where the rules live. The CLI and the MCP server convert types and render.
 
 mod agents;
+mod converse;
 mod events;
 mod launch;
 mod page;
@@ -13,6 +14,7 @@ mod wait;
 mod watch;
 
 pub use agents::check_agents_file;
+pub use converse::{Asked, ask_lead, inbox, reply, send};
 pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,

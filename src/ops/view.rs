@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::store::files::{self, Access};
 use crate::store::{Store, logfile};
-use crate::task::{Role, Status, TaskRecord, Token, unix_ms};
+use crate::task::{Question, Role, Status, TaskRecord, Token, unix_ms};
 
 /// What is known about a task, as returned to users.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -34,6 +34,9 @@ pub struct TaskView {
     pub error: Option<String>,
     pub session: String,
     pub question: String,
+    /// The question the task waits on its lead to answer (`reply`), while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pending_question: Option<Question>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
@@ -83,6 +86,7 @@ impl TaskView {
             note(read.map(drop));
             Some(progress_line(status, elapsed_ms, line_count, last.as_deref()))
         };
+        let pending_question = if status.is_final() { None } else { store.pending_question(rec.token)? };
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {
@@ -102,6 +106,7 @@ impl TaskView {
             error: outcome.and_then(|o| o.error()),
             session: rec.session.clone(),
             question: rec.preview.clone(),
+            pending_question,
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })

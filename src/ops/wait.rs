@@ -7,6 +7,7 @@ use serde::Serialize;
 use tokio::time::{Instant, sleep, timeout_at};
 
 use super::view::TaskView;
+use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
 use crate::supervisor::control::{self, Reply, Request};
@@ -67,16 +68,31 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     Ok(rec)
 }
 
-/// Wait until the task ends or `limit` passes (`None`: no limit). Event-driven: blocks on the
-/// supervisor's control socket, which answers when the final record is written or closes if
-/// the supervisor dies.
+/// Wait until the task ends, asks its lead a question, or `limit` passes (`None`: no limit).
+/// Event-driven: blocks on the supervisor's control socket, which answers when the final record
+/// is written or closes if the supervisor dies, and on the task's bell, which a question rings.
 pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) -> Result<TaskView> {
     let deadline = limit.map(|d| Instant::now() + d);
+    // Made once the task is known to run. Best effort: a home that cannot be written has no
+    // bell, and then no task in it can ask anything either.
+    let mut asked: Option<Option<Changes>> = None;
     loop {
         let rec = refresh(store, token)?;
         if rec.status().is_final() {
             return TaskView::of(store, &rec, true);
         }
+        let bell =
+            asked.get_or_insert_with(|| store.events().bell(token.as_str()).and_then(|b| Changes::watch(&b)).ok());
+        // Watching, then looking: a question asked in between still wakes us.
+        if store.pending_question(token)?.is_some() {
+            return TaskView::of(store, &rec, true);
+        }
+        let rung = async {
+            match bell.as_mut() {
+                Some(b) => drop(b.next().await),
+                None => std::future::pending().await,
+            }
+        };
         let wait = async {
             let answered = match control::send(&store.socket_path(token), Request::Wait).await {
                 Ok(Some(pending)) => pending.finished().await,
@@ -87,6 +103,12 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
             // listening yet (starting), or out of descriptors: look again in a moment.
             if !answered && !refresh(store, token).is_ok_and(|r| r.status().is_final()) {
                 sleep(SETTLE).await;
+            }
+        };
+        let wait = async {
+            tokio::select! {
+                () = wait => {}
+                () = rung => {}
             }
         };
         match deadline {
@@ -142,7 +164,8 @@ pub async fn await_any(store: &Store, tokens: &[Token], limit: Option<Duration>)
     ended.sort_by_key(|r| r.ended.as_ref().map(|e| e.at_ms));
     let views = |recs: Vec<TaskRecord>| recs.iter().map(|r| TaskView::of(store, r, true)).collect::<Result<Vec<_>>>();
     let (ended, running) = (views(ended)?, views(running)?);
-    Ok(Awaited { timed_out: ended.is_empty(), ended, running })
+    let asking = running.iter().any(|v| v.pending_question.is_some());
+    Ok(Awaited { timed_out: ended.is_empty() && !asking, ended, running })
 }
 
 /// How long past the grace period a halt waits for a supervisor that has not taken its

@@ -15,7 +15,7 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
@@ -46,7 +46,7 @@ fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 2] = [
+const MIGRATIONS: [&str; 3] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -90,6 +90,24 @@ const MIGRATIONS: [&str; 2] = [
     r"
     CREATE INDEX tasks_by_status ON tasks(status, created_at_ms, token);
     CREATE INDEX tasks_by_role ON tasks(role, created_at_ms, token);
+",
+    // Questions tasks ask their lead (`ask-lead`), and their answers.
+    r"
+    CREATE TABLE questions (
+        id TEXT PRIMARY KEY NOT NULL,
+        token TEXT NOT NULL,
+        session TEXT NOT NULL,
+        text TEXT NOT NULL,
+        -- JSON array of the answers offered.
+        choices TEXT NOT NULL,
+        asked_at_ms INTEGER NOT NULL,
+        -- 0 pending, 1 answered, 2 withdrawn.
+        state INTEGER NOT NULL DEFAULT 0,
+        answer TEXT,
+        settled_at_ms INTEGER
+    ) WITHOUT ROWID;
+    CREATE INDEX questions_pending ON questions(token) WHERE state = 0;
+    CREATE INDEX questions_by_task ON questions(token);
 ",
 ];
 

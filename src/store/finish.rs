@@ -155,7 +155,12 @@ impl Store {
         if let Some(e) = event {
             super::events::insert(&tx, e)?;
         }
+        // A question the task still waited on can no longer be answered.
+        let withdrawn = Store::withdraw_questions(&tx, rec.token)?;
         tx.commit().map_err(err(what))?;
+        if withdrawn > 0 {
+            self.events().ring(rec.token.as_str());
+        }
         if let Some(s) = session {
             self.events().ring(&s);
         }
@@ -265,6 +270,7 @@ impl Store {
                 del_task.execute([t.as_str()]).map_err(err(what))?;
             }
         }
+        Store::remove_questions(&tx, &gone)?;
         tx.commit().map_err(err(what))?;
         match failed {
             Some(e) => Err(e),

@@ -9,6 +9,7 @@ mod home;
 mod legacy;
 mod lock;
 pub mod logfile;
+mod questions;
 mod tasks;
 
 pub use atomic::{Durability, write_atomic};

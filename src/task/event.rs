@@ -77,6 +77,11 @@ pub struct Event {
     pub summary: Option<String>,
     /// For `message` and `question`: what the task said.
     pub text: Option<String>,
+    /// For a `question` asked with `ask-lead`: its id, for `reply`, and the answers offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub choices: Vec<String>,
 }
 
 impl Event {
@@ -93,6 +98,8 @@ impl Event {
             exit_code: None,
             summary: None,
             text: None,
+            question_id: None,
+            choices: Vec::new(),
         }
     }
 

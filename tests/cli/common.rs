@@ -123,7 +123,6 @@ impl Home {
     }
 
     /// `run --async -- sh -c SCRIPT` and return the token.
-    #[allow(dead_code, reason = "used by the fault suite only")]
     pub fn start_script(&self, script: &str) -> String {
         self.start_argv(&["sh", "-c", script])
     }

@@ -138,17 +138,23 @@ fn prune_removes_finished_tasks_only_as_asked_and_never_a_running_one() {
 fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let h = Home::new();
     let v = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
-    h.db().execute_batch("DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; PRAGMA user_version = 1;").unwrap();
+    h.db()
+        .execute_batch(
+            "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; PRAGMA user_version = 1;",
+        )
+        .unwrap();
     let listed = h.run(&["--json", "list", "--status", "completed"], 0).json();
     assert_eq!(listed["tasks"][0]["token"], v["token"], "{listed}");
     let db = h.db();
     let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     let indexes: i64 = db
-        .query_row("SELECT count(*) FROM sqlite_master WHERE name IN ('tasks_by_status', 'tasks_by_role')", [], |r| {
-            r.get(0)
-        })
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions')",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
-    assert_eq!((version, indexes), (2, 2));
+    assert_eq!((version, indexes), (3, 3));
 }
 
 #[test]

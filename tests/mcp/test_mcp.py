@@ -13,7 +13,7 @@ from conftest import FAKE, alive, cli, connect, open_fds, record, wait_until
 
 pytestmark = pytest.mark.anyio
 
-BASE_TOOLS = {"ask", "await", "halt", "list", "logs", "wait_for_event", "notify"}
+BASE_TOOLS = {"ask", "await", "halt", "list", "logs", "wait_for_event", "notify", "reply", "send"}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])

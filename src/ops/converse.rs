@@ -1,0 +1,160 @@
+//! The conversation between a task and its lead: a worker asks (`ask-lead`) and waits for the
+//! answer, the lead answers (`reply`); the lead sends a running worker a message (`send`), the
+//! worker reads it (`inbox`). Waits are event-driven: on the task's own bell, which a reply, a
+//! message and the task's end ring.
+
+use std::time::Duration;
+
+use tokio::time::{Instant, timeout_at};
+
+use super::events::{Holder, MAX_MESSAGE, wait_event};
+use super::launch::blocking;
+use super::wait::refresh;
+use super::watch::Changes;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::task::{Event, EventKind, Question, QuestionState, TaskRecord, Token, is_question_id};
+
+/// How an `ask-lead` ended.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Asked {
+    Answered(String),
+    /// Nobody answered in time: the question is withdrawn.
+    TimedOut,
+}
+
+/// The task this process runs in (`AGENTCTL_TOKEN`), which must still run; `what` names the
+/// command, for the error outside a task.
+fn own_task(store: &Store, what: &str) -> Result<TaskRecord> {
+    let token = std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
+        Error::Usage(format!(
+            "{what} runs inside a task (AGENTCTL_TOKEN is not set here): agentctl gives it to every agent it starts"
+        ))
+    })?;
+    let rec = refresh(store, Token::parse(&token)?)?;
+    if rec.status().is_final() {
+        return Err(Error::Usage(format!(
+            "task {} has already ended ({}); nobody waits on it",
+            rec.token,
+            rec.status()
+        )));
+    }
+    Ok(rec)
+}
+
+fn check_text(text: &str, what: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::Usage(format!("the {what} is empty")));
+    }
+    if text.len() > MAX_MESSAGE {
+        return Err(Error::Usage(format!(
+            "the {what} is longer than the {MAX_MESSAGE} bytes an event carries; write it to a file and name the file"
+        )));
+    }
+    Ok(())
+}
+
+/// Ask the lead of the task this runs in, and wait up to `limit` (`None`: for ever) for the
+/// answer. A question nobody answered in time is withdrawn; one the task's end withdrew is an
+/// error, never a hang.
+pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Option<Duration>) -> Result<Asked> {
+    check_text(text, "question")?;
+    let rec = own_task(store, "ask-lead")?;
+    let deadline = limit.map(|d| Instant::now() + d);
+    // Watch first, then ask: an answer that comes at once still wakes us.
+    let mut rung = Changes::watch(&store.events().bell(rec.token.as_str())?)?;
+    let q = blocking(|| store.ask(rec.token, &rec.role, &rec.session, text, choices))?;
+    loop {
+        let now = blocking(|| store.question(&q.id))?.unwrap_or(q.clone());
+        match now.state {
+            QuestionState::Answered => return Ok(Asked::Answered(now.answer.unwrap_or_default())),
+            QuestionState::Withdrawn => {
+                return Err(Error::Usage(format!(
+                    "question {} was withdrawn: task {} ended before anyone answered",
+                    q.id, rec.token
+                )));
+            }
+            QuestionState::Pending => {}
+        }
+        let woken = match deadline {
+            Some(d) => timeout_at(d, rung.next()).await.ok(),
+            None => Some(rung.next().await),
+        };
+        match woken {
+            Some(r) => r?,
+            None => {
+                // Withdrawn, unless an answer came first.
+                return match blocking(|| store.settle_question(&q.id, None))? {
+                    Some(_) => Ok(Asked::TimedOut),
+                    None => match blocking(|| store.question(&q.id))?.and_then(|q| q.answer) {
+                        Some(answer) => Ok(Asked::Answered(answer)),
+                        None => Ok(Asked::TimedOut),
+                    },
+                };
+            }
+        }
+    }
+}
+
+/// Answer a question: by its id, or by the token of the task that waits on it.
+pub fn reply(store: &Store, target: &str, answer: &str) -> Result<Question> {
+    check_text(answer, "answer")?;
+    let q = if is_question_id(target) {
+        store.question(target)?.ok_or_else(|| Error::Usage(format!("there is no question {target} in this home")))?
+    } else {
+        let token = Token::parse(target)?;
+        let rec = refresh(store, token)?;
+        store.pending_question(token)?.ok_or_else(|| {
+            Error::Usage(format!("task {token} ({}) has no question waiting for an answer", rec.status()))
+        })?
+    };
+    if let Some(done) = settled(&q) {
+        return Err(done);
+    }
+    match store.settle_question(&q.id, Some(answer))? {
+        Some(q) => Ok(q),
+        // Someone settled it first.
+        None => Err(store
+            .question(&q.id)?
+            .as_ref()
+            .and_then(settled)
+            .unwrap_or_else(|| Error::Internal(format!("question {} could not be answered", q.id)))),
+    }
+}
+
+/// The error for answering `q` when it is settled already.
+fn settled(q: &Question) -> Option<Error> {
+    match q.state {
+        QuestionState::Pending => None,
+        QuestionState::Answered => Some(Error::Usage(format!(
+            "question {} was answered already ({:?}); each question takes one answer",
+            q.id,
+            q.answer.as_deref().unwrap_or_default()
+        ))),
+        QuestionState::Withdrawn => Some(Error::Usage(format!(
+            "question {} was withdrawn: task {} stopped waiting for it (it timed out or ended)",
+            q.id, q.token
+        ))),
+    }
+}
+
+/// Send running task `token` a message, which it reads with `inbox`.
+pub fn send(store: &Store, token: Token, text: &str) -> Result<Event> {
+    check_text(text, "message")?;
+    let rec = refresh(store, token)?;
+    if rec.status().is_final() {
+        return Err(Error::Usage(format!("task {token} has already ended ({}); nobody would read it", rec.status())));
+    }
+    let mut event = Event::new(EventKind::Message, token.as_str());
+    event.token = Some(token);
+    event.role = Some(rec.role);
+    event.text = Some(text.to_owned());
+    store.events().append(event)
+}
+
+/// The next message sent to the task this runs in, waiting up to `limit`: a `timeout` event
+/// when none came. Each message is read once.
+pub async fn inbox(store: &Store, limit: Duration, holder: &Holder) -> Result<Event> {
+    let rec = own_task(store, "inbox")?;
+    wait_event(store, Some(rec.token.as_str()), &[EventKind::Message], limit, holder).await
+}

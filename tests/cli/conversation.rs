@@ -1,0 +1,107 @@
+//! A worker asks its lead (`ask-lead`), the lead answers (`reply`), the worker goes on; the
+//! lead sends a running worker a message (`send`), the worker reads it (`inbox`).
+
+use std::time::Duration;
+
+use crate::common::{Home, wait_until};
+
+/// A worker that asks `question` (with `flags`) and answers "> chose ANSWER", or "> no answer
+/// RC" when ask-lead failed.
+fn asker(question: &str, flags: &str) -> String {
+    format!(
+        "a=$(agentctl ask-lead '{question}' {flags}); rc=$?; [ $rc -eq 0 ] && echo \"> chose $a\" || echo \"> no answer $rc\""
+    )
+}
+
+#[test]
+fn a_worker_asks_the_lead_answers_and_the_worker_goes_on() {
+    let h = Home::new();
+    let token = h.start_script(&asker("which branch?", "--choices main,dev"));
+    // The lead's await returns with the question, the task still running (exit 3).
+    let a = h.run(&["--json", "await", &token, "--timeout", "30s"], 3).json();
+    assert_eq!(a["status"], "running", "{a}");
+    let q = &a["pending_question"];
+    assert_eq!((q["text"].as_str(), q["choices"].clone()), (Some("which branch?"), serde_json::json!(["main", "dev"])));
+    let id = q["id"].as_str().unwrap().to_owned();
+    // status and list show it; the text output says how to answer.
+    assert_eq!(h.status(&token)["pending_question"]["id"], id.as_str());
+    let listed = h.run(&["list"], 0).stdout;
+    assert!(listed.contains(&format!("ASKS ({id}): which branch?")), "{listed}");
+    let text = h.run(&["await", &token, "--timeout", "30s"], 3).stdout;
+    assert!(text.contains(&format!("reply {token} ANSWER")), "{text}");
+
+    h.run(&["reply", &token, "dev"], 0);
+    let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!((done["status"].as_str(), done["summary"].as_str()), (Some("completed"), Some("chose dev")), "{done}");
+    assert!(done.get("pending_question").is_none(), "{done}");
+
+    // Answering again, or a task with nothing pending, or nothing at all: clear refusals.
+    let again = h.run(&["reply", &id, "main"], 2);
+    assert!(again.stderr.contains("answered already"), "{}", again.stderr);
+    let none = h.run(&["reply", &token, "main"], 2);
+    assert!(none.stderr.contains("no question waiting"), "{}", none.stderr);
+    let unknown = h.run(&["reply", "q0000000000", "x"], 2);
+    assert!(unknown.stderr.contains("no question q0000000000"), "{}", unknown.stderr);
+    // The question went to the lead's session as an event with its id.
+    let events = h.run(&["--json", "events"], 0).json();
+    let asked = events["events"].as_array().unwrap().iter().find(|e| e["type"] == "question").unwrap().clone();
+    assert_eq!((asked["question_id"].as_str(), asked["token"].as_str()), (Some(id.as_str()), Some(token.as_str())));
+}
+
+#[test]
+fn workers_asking_at_once_each_get_their_own_answer_and_a_withdrawn_question_is_refused() {
+    let h = Home::new();
+    let tokens: Vec<String> = (0..3).map(|i| h.start_script(&asker(&format!("question {i}"), ""))).collect();
+    for t in &tokens {
+        let a = h.run(&["--json", "await", t, "--timeout", "30s"], 3).json();
+        let id = a["pending_question"]["id"].as_str().unwrap().to_owned();
+        h.run(&["reply", &id, &format!("answer for {t}")], 0);
+    }
+    for t in &tokens {
+        let done = h.run(&["--json", "await", t, "--timeout", "30s"], 0).json();
+        assert_eq!(done["summary"], format!("chose answer for {t}"), "{done}");
+    }
+    // Nobody answers in time: ask-lead exits 124 and the question is withdrawn.
+    let late = h.start_script(&asker("anyone?", "--timeout 1s"));
+    let a = h.run(&["--json", "await", &late, "--timeout", "30s"], 3).json();
+    let id = a["pending_question"]["id"].as_str().unwrap().to_owned();
+    // While it asks, await returns at once; once withdrawn, it waits for the end.
+    wait_until(Duration::from_secs(30), "the question to be withdrawn", || {
+        h.status(&late).get("pending_question").is_none()
+    });
+    let done = h.run(&["--json", "await", &late, "--timeout", "30s"], 0).json();
+    assert_eq!(done["summary"], "no answer 124", "{done}");
+    let r = h.run(&["reply", &id, "too late"], 2);
+    assert!(r.stderr.contains("withdrawn"), "{}", r.stderr);
+}
+
+#[test]
+fn a_message_sent_to_a_waiting_worker_is_read_once() {
+    let h = Home::new();
+    let script = "m=$(agentctl inbox --wait 30s); agentctl inbox > /dev/null; echo \"> got $m, then $?\"";
+    let token = h.start_script(script);
+    let sent = h.run(&["--json", "send", &token, "hello worker"], 0).json();
+    assert_eq!((sent["type"].as_str(), sent["session"].as_str()), (Some("message"), Some(token.as_str())), "{sent}");
+    let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!(done["summary"], "got hello worker, then 124", "{done}");
+    let r = h.run(&["send", &token, "too late"], 2);
+    assert!(r.stderr.contains("already ended"), "{}", r.stderr);
+    // Outside a task there is no inbox to read.
+    let r = h.run(&["inbox"], 2);
+    assert!(r.stderr.contains("inside a task"), "{}", r.stderr);
+}
+
+#[test]
+fn halting_a_task_that_asks_withdraws_its_question_and_ask_lead_never_hangs() {
+    let h = Home::new();
+    let token = h.start_script(&asker("may I?", ""));
+    let a = h.run(&["--json", "await", &token, "--timeout", "30s"], 3).json();
+    let id = a["pending_question"]["id"].as_str().unwrap().to_owned();
+    h.run(&["halt", &token, "--grace", "1s"], 0);
+    let r = h.run(&["reply", &id, "yes"], 2);
+    assert!(r.stderr.contains("withdrawn"), "{}", r.stderr);
+    // A process of the halted task that asks is refused at once.
+    let out = h.cmd().env("AGENTCTL_TOKEN", &token).args(["ask-lead", "still there?"]).output().unwrap();
+    let r = crate::common::check(&["ask-lead"], out, 2);
+    assert!(r.stderr.contains("already ended"), "{}", r.stderr);
+}
