@@ -37,6 +37,9 @@ struct TaskRow {
     elapsed_ms: u64,
     line_count: u64,
     question: String,
+    /// The question it waits on you to answer with `reply`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    asks: Option<String>,
 }
 
 #[tool_router(router = task_router, vis = "pub(super)")]
@@ -198,6 +201,7 @@ impl AgentctlServer {
                             elapsed_ms: v.elapsed_ms,
                             line_count: v.line_count,
                             question: v.question.clone(),
+                            asks: v.pending_question.as_ref().map(|q| format!("{} ({})", q.text, q.id)),
                         })
                         .collect();
                     // Over the budget (long role names and questions): a shorter page, and a cursor.
@@ -256,7 +260,8 @@ fn list_text(rows: &[TaskRow], next: Option<&str>) -> String {
     let mut text: Vec<String> = rows
         .iter()
         .map(|r| {
-            format!("{} {} {} {}ms {} lines: {}", r.token, r.role, r.status, r.elapsed_ms, r.line_count, r.question)
+            let what = r.asks.as_ref().map_or(r.question.clone(), |q| format!("ASKS {q}"));
+            format!("{} {} {} {}ms {} lines: {what}", r.token, r.role, r.status, r.elapsed_ms, r.line_count)
         })
         .collect();
     if let Some(cursor) = next {
