@@ -66,11 +66,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let question = if a.question == "-" { read_stdin(None)? } else { a.question };
             let what = What::Ask { question, agents_file: agents };
             let req = launch_request(&a.role, what, &a.wait, &a.launch)?;
-            Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
+            started(&out, &Store::at(&home)?, req).await
         }
         Command::Run(r) => {
             let req = launch_request(&r.role, What::Run { argv: r.command }, &r.wait, &r.launch)?;
-            Ok(out.task(&ops::start(&Store::at(&home)?, req).await?))
+            started(&out, &Store::at(&home)?, req).await
         }
         Command::Await(a) => {
             let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
@@ -268,6 +268,14 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Resul
 }
 
 /// A duration the user gave, or the default when they gave none.
+/// Start a task and print what its start gave. `--async` asked for the token alone: its exit
+/// is 0 even when the task asked a question before the answer was printed.
+async fn started(out: &Out, store: &Store, req: Launch) -> Result<ExitCode> {
+    let handed_back = matches!(req.wait, Wait::Async);
+    let code = out.task(&ops::start(store, req).await?);
+    Ok(if handed_back && code == ExitCode::from(render::ASKS) { ExitCode::SUCCESS } else { code })
+}
+
 fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
     given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
 }

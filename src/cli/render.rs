@@ -16,6 +16,9 @@ pub struct Out {
     pub home_flag: Option<PathBuf>,
 }
 
+/// The exit code of a running task that waits for the lead's answer (`reply`).
+pub const ASKS: u8 = 3;
+
 /// The exit code for a task answer (DESIGN.md §4).
 pub fn exit_code(v: &TaskView) -> ExitCode {
     ExitCode::from(exit_status(v))
@@ -25,7 +28,7 @@ fn exit_status(v: &TaskView) -> u8 {
     if v.timed_out {
         124
     } else if v.pending_question.is_some() {
-        3
+        ASKS
     } else if v.status.is_final() && v.status != Status::Completed {
         1
     } else {
@@ -61,7 +64,7 @@ impl Out {
     /// would alone, 124 if none ended.
     pub fn awaited(&self, a: &Awaited) -> ExitCode {
         let asking = a.running.iter().any(|v| v.pending_question.is_some());
-        let code = ExitCode::from(a.ended.first().map_or(if asking { 3 } else { 124 }, exit_status));
+        let code = ExitCode::from(a.ended.first().map_or(if asking { ASKS } else { 124 }, exit_status));
         if self.json {
             print_json(&serde_json::to_value(a).unwrap_or_default());
             return code;
