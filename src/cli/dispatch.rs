@@ -66,11 +66,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let question = if a.question == "-" { read_stdin(None)? } else { a.question };
             let what = What::Ask { question, agents_file: agents };
             let req = launch_request(&a.role, what, &a.wait, &a.launch)?;
-            started(&out, &Store::at(&home)?, req).await
+            started(out, &Store::at(&home)?, req).await
         }
         Command::Run(r) => {
             let req = launch_request(&r.role, What::Run { argv: r.command }, &r.wait, &r.launch)?;
-            started(&out, &Store::at(&home)?, req).await
+            started(out, &Store::at(&home)?, req).await
         }
         Command::Await(a) => {
             let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
