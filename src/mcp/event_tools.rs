@@ -15,7 +15,7 @@ use super::result;
 use super::server::{AgentctlServer, answer};
 use crate::error::Error;
 use crate::ops;
-use crate::task::{Event, EventKind, Question, Status, Token};
+use crate::task::{Event, EventKind, QuestionState, Status, Token};
 
 /// An event as a tool result: what a model can use, nothing null. A `task_finished` carries
 /// the task's answer within the server's budget, so collecting a task takes no other call.
@@ -143,12 +143,14 @@ impl AgentctlServer {
     #[tool(
         description = "Answer a task's question; the waiting task goes on with it.",
         annotations(destructive_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<Question>()
+        output_schema = schema_for_output::<Replied>()
     )]
     async fn reply(&self, Parameters(p): Parameters<ReplyParams>) -> std::result::Result<CallToolResult, ErrorData> {
         answer(p.target().and_then(|target| ops::reply(&self.store, target, &p.answer)).map(|q| {
             let text = format!("answered {} of task {}; `await` it for what it does next", q.id, q.token);
-            result::structured(&q, text, false)
+            // Not the question and the answer again: the caller has both.
+            let replied = Replied { question_id: q.id, token: q.token.to_string(), state: q.state };
+            result::structured(&replied, text, false)
         }))
     }
 
@@ -164,6 +166,14 @@ impl AgentctlServer {
             result::structured(&posted, text, false)
         }))
     }
+}
+
+/// What `reply` answers.
+#[derive(Serialize, JsonSchema)]
+struct Replied {
+    question_id: String,
+    token: String,
+    state: QuestionState,
 }
 
 /// What `notify` answers.

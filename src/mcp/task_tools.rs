@@ -14,7 +14,7 @@ use super::result::{self, AwaitResult};
 use super::server::{AgentctlServer, answer, cancelled};
 use crate::error::Result;
 use crate::ops::{self, Halted, LogPage, TaskView};
-use crate::task::{Status, Token};
+use crate::task::{Status, Token, one_line_preview};
 
 /// `list`'s structured result: one page, newest first.
 #[derive(Serialize, schemars::JsonSchema)]
@@ -128,7 +128,17 @@ impl AgentctlServer {
                 let mut tasks: Vec<TaskResult> = a.ended.iter().map(|v| TaskResult::of(v, self.next_step(v))).collect();
                 tasks.extend(a.running.iter().map(|v| TaskResult::of(v, None)));
                 let running: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();
+                let asking: Vec<String> =
+                    a.running.iter().filter(|v| v.pending_question.is_some()).map(|v| v.token.to_string()).collect();
                 let mut next = (!running.is_empty()).then(|| {
+                    if !asking.is_empty() {
+                        // Awaiting them again would return at once: they wait for answers.
+                        return format!(
+                            "tasks [{}] wait for your answer: call `reply` with each token and its answer, then \
+                             `await` again",
+                            asking.join(", ")
+                        );
+                    }
                     format!(
                         "call `await` with tokens [{}] to keep waiting (up to {} a call); `halt` stops a task",
                         running.join(", "),
@@ -201,7 +211,10 @@ impl AgentctlServer {
                             elapsed_ms: v.elapsed_ms,
                             line_count: v.line_count,
                             question: v.question.clone(),
-                            asks: v.pending_question.as_ref().map(|q| format!("{} ({})", q.text, q.id)),
+                            asks: v
+                                .pending_question
+                                .as_ref()
+                                .map(|q| format!("{} ({})", one_line_preview(&q.text, 80), q.id)),
                         })
                         .collect();
                     // Over the budget (long role names and questions): a shorter page, and a cursor.

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use tokio::time::{Instant, timeout_at};
 
-use super::events::{Holder, MAX_MESSAGE, wait_event};
+use super::events::{Holder, MAX_MESSAGE, holder_alive, wait_event};
 use super::launch::blocking;
 use super::wait::refresh;
 use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::Store;
-use crate::task::{Event, EventKind, Question, QuestionState, TaskRecord, Token, is_question_id};
+use crate::task::{Event, EventKind, MAX_QUESTION, Question, QuestionState, TaskRecord, Token, is_question_id};
 
 /// How an `ask-lead` ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,28 +42,46 @@ fn own_task(store: &Store, what: &str) -> Result<TaskRecord> {
     Ok(rec)
 }
 
-fn check_text(text: &str, what: &str) -> Result<()> {
+fn check_text(text: &str, what: &str, max: usize) -> Result<()> {
     if text.trim().is_empty() {
         return Err(Error::Usage(format!("the {what} is empty")));
     }
-    if text.len() > MAX_MESSAGE {
+    if text.len() > max {
         return Err(Error::Usage(format!(
-            "the {what} is longer than the {MAX_MESSAGE} bytes an event carries; write it to a file and name the file"
+            "the {what} is longer than {max} bytes; write the details to a file and name the file in it"
         )));
     }
     Ok(())
+}
+
+/// The session of a task's inbox: its own, apart from the session its children report to.
+pub fn inbox_session(token: Token) -> String {
+    format!("inbox-{token}")
+}
+
+/// The question task `token` waits on, if its asker still waits: one whose `ask-lead` was
+/// killed (an agent's tool timeout, say) is withdrawn here.
+pub fn pending(store: &Store, token: Token) -> Result<Option<Question>> {
+    while let Some(q) = store.pending_question(token)? {
+        if holder_alive(&q.asker) {
+            return Ok(Some(q));
+        }
+        store.settle_question(&q.id, None)?;
+    }
+    Ok(None)
 }
 
 /// Ask the lead of the task this runs in, and wait up to `limit` (`None`: for ever) for the
 /// answer. A question nobody answered in time is withdrawn; one the task's end withdrew is an
 /// error, never a hang.
 pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Option<Duration>) -> Result<Asked> {
-    check_text(text, "question")?;
+    check_text(text, "question", MAX_QUESTION)?;
     let rec = own_task(store, "ask-lead")?;
     let deadline = limit.map(|d| Instant::now() + d);
     // Watch first, then ask: an answer that comes at once still wakes us.
     let mut rung = Changes::watch(&store.events().bell(rec.token.as_str())?)?;
-    let q = blocking(|| store.ask(rec.token, &rec.role, &rec.session, text, choices))?;
+    let asker = Holder::new(0);
+    let q = blocking(|| store.ask(rec.token, &rec.role, &rec.session, text, choices, asker.as_str()))?;
     loop {
         let now = blocking(|| store.question(&q.id))?.unwrap_or(q.clone());
         match now.state {
@@ -98,14 +116,22 @@ pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Opti
 
 /// Answer a question: by its id, or by the token of the task that waits on it.
 pub fn reply(store: &Store, target: &str, answer: &str) -> Result<Question> {
-    check_text(answer, "answer")?;
+    check_text(answer, "answer", MAX_MESSAGE)?;
     let q = if is_question_id(target) {
-        store.question(target)?.ok_or_else(|| Error::Usage(format!("there is no question {target} in this home")))?
+        let q = store.question(target)?.ok_or_else(|| {
+            Error::Usage(format!("there is no question {target} in this home; `list` shows the tasks that ask"))
+        })?;
+        // Its asker may be gone: then it is withdrawn now.
+        pending(store, q.token)?;
+        store.question(target)?.unwrap_or(q)
     } else {
         let token = Token::parse(target)?;
         let rec = refresh(store, token)?;
-        store.pending_question(token)?.ok_or_else(|| {
-            Error::Usage(format!("task {token} ({}) has no question waiting for an answer", rec.status()))
+        pending(store, token)?.ok_or_else(|| {
+            Error::Usage(format!(
+                "task {token} ({}) has no question waiting for an answer; send it a message instead",
+                rec.status()
+            ))
         })?
     };
     if let Some(done) = settled(&q) {
@@ -140,12 +166,12 @@ fn settled(q: &Question) -> Option<Error> {
 
 /// Send running task `token` a message, which it reads with `inbox`.
 pub fn send(store: &Store, token: Token, text: &str) -> Result<Event> {
-    check_text(text, "message")?;
+    check_text(text, "message", MAX_MESSAGE)?;
     let rec = refresh(store, token)?;
     if rec.status().is_final() {
         return Err(Error::Usage(format!("task {token} has already ended ({}); nobody would read it", rec.status())));
     }
-    let mut event = Event::new(EventKind::Message, token.as_str());
+    let mut event = Event::new(EventKind::Message, &inbox_session(token));
     event.token = Some(token);
     event.role = Some(rec.role);
     event.text = Some(text.to_owned());
@@ -156,5 +182,5 @@ pub fn send(store: &Store, token: Token, text: &str) -> Result<Event> {
 /// when none came. Each message is read once.
 pub async fn inbox(store: &Store, limit: Duration, holder: &Holder) -> Result<Event> {
     let rec = own_task(store, "inbox")?;
-    wait_event(store, Some(rec.token.as_str()), &[EventKind::Message], limit, holder).await
+    wait_event(store, Some(&inbox_session(rec.token)), &[EventKind::Message], limit, holder).await
 }

@@ -61,13 +61,13 @@ impl Holder {
         })
     }
 
-    fn as_str(&self) -> &str {
+    pub(super) fn as_str(&self) -> &str {
         &self.0
     }
 }
 
 /// Whether the process a holder names still runs.
-fn holder_alive(holder: &str) -> bool {
+pub(super) fn holder_alive(holder: &str) -> bool {
     let mut f = holder.split(' ');
     let (Some(pid), Some(start), Some(boot)) = (f.next(), f.next(), f.next()) else { return false };
     match (pid.parse(), start.parse(), u128::from_str_radix(boot, 16)) {

@@ -7,7 +7,7 @@ use std::time::{Duration, SystemTime};
 
 use super::events::session_of;
 use super::view::TaskView;
-use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_task, refresh};
+use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task, refresh};
 use crate::agents::Agents;
 use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
@@ -165,7 +165,7 @@ pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskVi
         // As its supervisor reported it: no need to read it back.
         Wait::Async if rec.started.is_some() => handed_back(store, &rec),
         Wait::Async => handed_back(store, &refresh(store, token)?),
-        Wait::Sync => await_task(store, token, None).await,
+        Wait::Sync => await_end(store, token, None).await,
         Wait::For(d) => {
             let v = await_task(store, token, Some(d)).await?;
             if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?) }

@@ -5,7 +5,7 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
 use super::view::TaskView;
-use super::wait::{await_task, refresh};
+use super::wait::{await_end, refresh};
 use super::watch::Changes;
 use crate::error::{Error, IoContext, Result};
 use crate::store::files::{self, Access};
@@ -113,7 +113,7 @@ pub async fn follow(
 ) -> Result<TaskView> {
     let view = status(store, token)?;
     let Some(mut log) = LogReader::open(&view, tail, raw)? else { return Ok(view) };
-    let end = await_task(store, token, None);
+    let end = await_end(store, token, None);
     tokio::pin!(end);
     // Woken by each write to the log (inotify), or every 100 ms where it cannot be watched.
     let mut changes = Changes::watch(&view.log_path).ok();

@@ -86,7 +86,7 @@ impl TaskView {
             note(read.map(drop));
             Some(progress_line(status, elapsed_ms, line_count, last.as_deref()))
         };
-        let pending_question = if status.is_final() { None } else { store.pending_question(rec.token)? };
+        let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {

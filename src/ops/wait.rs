@@ -72,6 +72,16 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
 /// Event-driven: blocks on the supervisor's control socket, which answers when the final record
 /// is written or closes if the supervisor dies, and on the task's bell, which a question rings.
 pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) -> Result<TaskView> {
+    wait_for(store, token, limit, true).await
+}
+
+/// `await_task` that goes on waiting while the task asks a question: for what must see the
+/// end (`ask --sync`, `logs --follow`).
+pub async fn await_end(store: &Store, token: Token, limit: Option<Duration>) -> Result<TaskView> {
+    wait_for(store, token, limit, false).await
+}
+
+async fn wait_for(store: &Store, token: Token, limit: Option<Duration>, on_question: bool) -> Result<TaskView> {
     let deadline = limit.map(|d| Instant::now() + d);
     // Made once the task is known to run. Best effort: a home that cannot be written has no
     // bell, and then no task in it can ask anything either.
@@ -81,15 +91,23 @@ pub async fn await_task(store: &Store, token: Token, limit: Option<Duration>) ->
         if rec.status().is_final() {
             return TaskView::of(store, &rec, true);
         }
-        let bell =
-            asked.get_or_insert_with(|| store.events().bell(token.as_str()).and_then(|b| Changes::watch(&b)).ok());
+        let bell = asked.get_or_insert_with(|| {
+            let watch = || store.events().bell(token.as_str()).and_then(|b| Changes::watch(&b));
+            on_question.then(watch).and_then(Result::ok)
+        });
         // Watching, then looking: a question asked in between still wakes us.
-        if store.pending_question(token)?.is_some() {
+        if on_question && super::converse::pending(store, token)?.is_some() {
             return TaskView::of(store, &rec, true);
         }
         let rung = async {
             match bell.as_mut() {
-                Some(b) => drop(b.next().await),
+                Some(b) => {
+                    if b.next().await.is_err() {
+                        // The watcher is gone: the socket wait alone goes on.
+                        *bell = None;
+                        std::future::pending::<()>().await;
+                    }
+                }
                 None => std::future::pending().await,
             }
         };

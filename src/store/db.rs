@@ -104,7 +104,9 @@ const MIGRATIONS: [&str; 3] = [
         -- 0 pending, 1 answered, 2 withdrawn.
         state INTEGER NOT NULL DEFAULT 0,
         answer TEXT,
-        settled_at_ms INTEGER
+        settled_at_ms INTEGER,
+        -- The process that waits for the answer (pid, start time, boot): a dead one withdraws it.
+        asker TEXT NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX questions_pending ON questions(token) WHERE state = 0;
     CREATE INDEX questions_by_task ON questions(token);

@@ -17,7 +17,16 @@ fn what() -> String {
 impl Store {
     /// Record that task `token` (of `role`) asks `text` of its lead in `session`, and post the
     /// `question` event there, in one transaction.
-    pub fn ask(&self, token: Token, role: &Role, session: &str, text: &str, choices: &[String]) -> Result<Question> {
+    /// `asker` names the process that waits for the answer.
+    pub fn ask(
+        &self,
+        token: Token,
+        role: &Role,
+        session: &str,
+        text: &str,
+        choices: &[String],
+        asker: &str,
+    ) -> Result<Question> {
         let q = Question {
             id: question_id(),
             token,
@@ -25,18 +34,29 @@ impl Store {
             choices: choices.to_vec(),
             state: QuestionState::Pending,
             answer: None,
+            asker: asker.to_owned(),
         };
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
+        // Its end withdraws its questions: one asked after that would wait for ever.
+        let running = tx
+            .query_row("SELECT 1 FROM tasks WHERE token = ?1 AND ended_at_ms IS NULL", [token.as_str()], |_| Ok(()))
+            .optional()
+            .map_err(err(what))?;
+        if running.is_none() {
+            return Err(Error::Usage(format!("task {token} has already ended; nobody waits on it")));
+        }
         tx.execute(
-            "INSERT INTO questions (id, token, session, text, choices, asked_at_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO questions (id, token, session, text, choices, asked_at_ms, asker) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 q.id,
                 token.as_str(),
                 session,
                 text,
                 serde_json::to_string(choices).unwrap_or_default(),
-                unix_ms(SystemTime::now()) as i64
+                unix_ms(SystemTime::now()) as i64,
+                asker
             ],
         )
         .map_err(err(what))?;
@@ -79,6 +99,14 @@ impl Store {
             )
             .map_err(err(what))?;
         let q = read(&tx, "id = ?1", id)?;
+        if changed == 1 {
+            // Settled: its event no longer asks anything of whoever has not taken it yet.
+            tx.execute(
+                "UPDATE events SET state = 2 WHERE kind = 'question' AND json_extract(body, '$.question_id') = ?1",
+                [id],
+            )
+            .map_err(err(what))?;
+        }
         tx.commit().map_err(err(what))?;
         if let Some(q) = &q {
             self.events().ring(q.token.as_str());
@@ -88,11 +116,21 @@ impl Store {
 
     /// Withdraw the questions task `t` still waits on (it ended).
     pub(super) fn withdraw_questions(tx: &Connection, t: Token) -> Result<usize> {
-        tx.execute(
-            "UPDATE questions SET state = 2, settled_at_ms = ?2 WHERE token = ?1 AND state = 0",
-            params![t.as_str(), unix_ms(SystemTime::now()) as i64],
-        )
-        .map_err(err(what))
+        let n = tx
+            .execute(
+                "UPDATE questions SET state = 2, settled_at_ms = ?2 WHERE token = ?1 AND state = 0",
+                params![t.as_str(), unix_ms(SystemTime::now()) as i64],
+            )
+            .map_err(err(what))?;
+        if n > 0 {
+            tx.execute(
+                "UPDATE events SET state = 2 WHERE kind = 'question' AND token = ?1 AND state < 2 \
+                 AND json_extract(body, '$.question_id') IS NOT NULL",
+                [t.as_str()],
+            )
+            .map_err(err(what))?;
+        }
+        Ok(n)
     }
 
     /// Remove the questions of `tasks` (pruned).
@@ -108,7 +146,8 @@ impl Store {
 /// The newest question where `condition` (on `?1` = `value`) holds.
 fn read(conn: &Connection, condition: &str, value: &str) -> Result<Option<Question>> {
     let sql = format!(
-        "SELECT id, token, text, choices, state, answer FROM questions WHERE {condition} ORDER BY asked_at_ms DESC LIMIT 1"
+        "SELECT id, token, text, choices, state, answer, asker FROM questions WHERE {condition} \
+         ORDER BY asked_at_ms DESC, id DESC LIMIT 1"
     );
     let row = conn
         .query_row(&sql, [value], |r| {
@@ -119,12 +158,13 @@ fn read(conn: &Connection, condition: &str, value: &str) -> Result<Option<Questi
                 r.get::<_, String>(3)?,
                 r.get::<_, i64>(4)?,
                 r.get::<_, Option<String>>(5)?,
+                r.get::<_, String>(6)?,
             ))
         })
         .optional()
         .map_err(err(what))?;
-    let Some((id, token, text, choices, state, answer)) = row else { return Ok(None) };
+    let Some((id, token, text, choices, state, answer, asker)) = row else { return Ok(None) };
     let token = Token::parse(&token).map_err(|_| Error::Internal(format!("question {id} names no task")))?;
     let choices = serde_json::from_str(&choices).unwrap_or_default();
-    Ok(Some(Question { id, token, text, choices, state: QuestionState::from_code(state), answer }))
+    Ok(Some(Question { id, token, text, choices, state: QuestionState::from_code(state), answer, asker }))
 }

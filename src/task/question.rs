@@ -50,7 +50,15 @@ pub struct Question {
     pub state: QuestionState,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub answer: Option<String>,
+    /// The process that waits for the answer.
+    #[serde(skip)]
+    pub asker: String,
 }
+
+/// The longest question, and the longest choice: a question is read by a model in every
+/// result that shows it.
+pub const MAX_QUESTION: usize = 4096;
+pub const MAX_CHOICE: usize = 200;
 
 /// A question id: `q` and 10 hex characters.
 pub fn question_id() -> String {
@@ -65,9 +73,9 @@ pub fn is_question_id(s: &str) -> bool {
 /// Parse `--choices a,b,c`: trimmed, none empty, at most 20.
 pub fn parse_choices(s: &str) -> Result<Vec<String>, Error> {
     let choices: Vec<String> = s.split(',').map(|c| c.trim().to_owned()).collect();
-    if choices.iter().any(String::is_empty) || choices.len() > 20 {
+    if choices.iter().any(|c| c.is_empty() || c.len() > MAX_CHOICE) || choices.len() > 20 {
         return Err(Error::Usage(format!(
-            "choices `{s}` are not a list like `main,dev`: 1 to 20 answers, none empty, separated by commas"
+            "choices `{s}` are not a list like `main,dev`: 1 to 20 answers of at most {MAX_CHOICE} bytes, none empty, separated by commas"
         )));
     }
     Ok(choices)

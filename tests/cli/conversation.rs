@@ -81,7 +81,8 @@ fn a_message_sent_to_a_waiting_worker_is_read_once() {
     let script = "m=$(agentctl inbox --wait 30s); agentctl inbox > /dev/null; echo \"> got $m, then $?\"";
     let token = h.start_script(script);
     let sent = h.run(&["--json", "send", &token, "hello worker"], 0).json();
-    assert_eq!((sent["type"].as_str(), sent["session"].as_str()), (Some("message"), Some(token.as_str())), "{sent}");
+    let inbox = format!("inbox-{token}");
+    assert_eq!((sent["type"].as_str(), sent["session"].as_str()), (Some("message"), Some(inbox.as_str())), "{sent}");
     let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
     assert_eq!(done["summary"], "got hello worker, then 124", "{done}");
     let r = h.run(&["send", &token, "too late"], 2);
@@ -104,4 +105,35 @@ fn halting_a_task_that_asks_withdraws_its_question_and_ask_lead_never_hangs() {
     let out = h.cmd().env("AGENTCTL_TOKEN", &token).args(["ask-lead", "still there?"]).output().unwrap();
     let r = crate::common::check(&["ask-lead"], out, 2);
     assert!(r.stderr.contains("already ended"), "{}", r.stderr);
+}
+
+#[test]
+fn a_killed_ask_lead_withdraws_its_question_and_follow_waits_for_the_end() {
+    let h = Home::new();
+    // After its ask-lead, the worker goes on running: it waits in its inbox.
+    let script =
+        "agentctl ask-lead 'still there?'; rc=$?; m=$(agentctl inbox --wait 30s); echo \"> no answer $rc, then $m\"";
+    let token = h.start_script(script);
+    // `logs --follow` streams to the end: a question does not stop it.
+    let follow = h.cmd().args(["logs", &token, "--follow"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let a = h.run(&["--json", "await", &token, "--timeout", "30s"], 3).json();
+    let id = a["pending_question"]["id"].as_str().unwrap().to_owned();
+    // The worker's ask-lead is killed (an agent's tool timeout, say): the question is withdrawn
+    // while the task runs on, not left pending for ever.
+    let asker: String = h.db().query_row("SELECT asker FROM questions WHERE id = ?1", [&id], |r| r.get(0)).unwrap();
+    let pid: i32 = asker.split(' ').next().unwrap().parse().unwrap();
+    // SAFETY: a plain kill of the ask-lead process this test's task started.
+    unsafe { libc::kill(pid, libc::SIGKILL) };
+    wait_until(Duration::from_secs(30), "the ask-lead to be gone", || !crate::common::alive(i64::from(pid)));
+    let s = h.status(&token);
+    assert_eq!(s["status"], "running", "{s}");
+    assert!(s.get("pending_question").is_none(), "{s}");
+    let r = h.run(&["reply", &id, "yes"], 2);
+    assert!(r.stderr.contains("withdrawn"), "{}", r.stderr);
+    h.run(&["send", &token, "bye"], 0);
+    let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!(done["summary"], "no answer 137, then bye", "{done}");
+    let out = follow.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("no answer 137, then bye"));
 }
