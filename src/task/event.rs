@@ -124,7 +124,11 @@ impl Event {
                 format!("{seq}[{}] task_finished {who} {status}{code}: {summary}", self.session)
             }
             EventKind::Message | EventKind::Question => {
-                format!("{seq}[{}] {} from {who}: {}", self.session, self.kind, self.text.as_deref().unwrap_or(""))
+                let id = self.question_id.as_ref().map(|q| format!(" {q}")).unwrap_or_default();
+                let choices =
+                    if self.choices.is_empty() { String::new() } else { format!(" [{}]", self.choices.join(", ")) };
+                let text = self.text.as_deref().unwrap_or("");
+                format!("{seq}[{}] {}{id} from {who}: {text}{choices}", self.session, self.kind)
             }
             EventKind::Timeout => format!("[{}] timeout: no matching event arrived", self.session),
         }

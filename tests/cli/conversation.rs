@@ -42,7 +42,9 @@ fn a_worker_asks_the_lead_answers_and_the_worker_goes_on() {
     assert!(none.stderr.contains("no question waiting"), "{}", none.stderr);
     let unknown = h.run(&["reply", "q0000000000", "x"], 2);
     assert!(unknown.stderr.contains("no question q0000000000"), "{}", unknown.stderr);
-    // The question went to the lead's session as an event with its id.
+    // The question went to the lead's session as an event with its id (and `wait` shows both).
+    let shown = h.run(&["events"], 0).stdout;
+    assert!(shown.contains(&format!("question {id} from {token} (run): which branch? [main, dev]")), "{shown}");
     let events = h.run(&["--json", "events"], 0).json();
     let asked = events["events"].as_array().unwrap().iter().find(|e| e["type"] == "question").unwrap().clone();
     assert_eq!((asked["question_id"].as_str(), asked["token"].as_str()), (Some(id.as_str()), Some(token.as_str())));
