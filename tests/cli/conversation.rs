@@ -6,8 +6,10 @@ use std::time::Duration;
 use crate::common::{Home, wait_until};
 
 /// A worker that asks `question` (with `flags`) and answers "> chose ANSWER", or "> no answer
-/// RC" when ask-lead failed.
+/// RC" when ask-lead failed. It gives up after two minutes unless told otherwise, so that a
+/// test that fails before it replies leaves nothing running.
 fn asker(question: &str, flags: &str) -> String {
+    let flags = if flags.contains("--timeout") { flags.to_owned() } else { format!("{flags} --timeout 120s") };
     format!(
         "a=$(agentctl ask-lead '{question}' {flags}); rc=$?; [ $rc -eq 0 ] && echo \"> chose $a\" || echo \"> no answer $rc\""
     )
