@@ -115,8 +115,7 @@ fn halting_a_task_that_asks_withdraws_its_question_and_ask_lead_never_hangs() {
 fn a_killed_ask_lead_withdraws_its_question_and_follow_waits_for_the_end() {
     let h = Home::new();
     // After its ask-lead, the worker goes on running: it waits in its inbox.
-    let script =
-        "agentctl ask-lead 'still there?'; rc=$?; m=$(agentctl inbox --wait 30s); echo \"> no answer $rc, then $m\"";
+    let script = "agentctl ask-lead 'still there?' --timeout 120s; rc=$?; m=$(agentctl inbox --wait 30s); echo \"> no answer $rc, then $m\"";
     let token = h.start_script(script);
     // `logs --follow` streams to the end: a question does not stop it.
     let follow = h.cmd().args(["logs", &token, "--follow"]).stdout(std::process::Stdio::piped()).spawn().unwrap();

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.anyio
 
 def asker(question, choices="main,dev"):
     """A worker that asks its lead, then answers with what it was told."""
-    return ["sh", "-c", f"a=$({BIN} ask-lead '{question}' --choices {choices}) && echo \"> chose $a\""]
+    return ["sh", "-c", f"a=$({BIN} ask-lead '{question}' --choices {choices} --timeout 120s) && echo \"> chose $a\""]
 
 
 async def test_await_returns_the_question_and_reply_lets_the_worker_go_on(home):
