@@ -143,27 +143,16 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let store = Store::open(&home)?;
             let holder = ops::Holder::new(0);
             let event = ops::wait_event(&store, Some(&session), &kinds, limit, &holder).await?;
-            // Delivered once printed; if it cannot be, the next waiter gets it.
-            match out.event(&event) {
-                Ok(code) => {
-                    ops::delivered(&store, &holder, None)?;
-                    Ok(code)
-                }
-                Err(e) => {
-                    ops::undelivered(&store, &holder)?;
-                    Err(e).ctx(|| "cannot write the event to stdout".into())
-                }
-            }
+            deliver(&store, &holder, out.event(&event))
         }
         Command::Notify(n) => {
-            // Enough to tell a message too long to carry from one that fits, and no more.
-            let message = if n.message == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { n.message };
+            let message = text_arg(n.message)?;
             let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
             let _ = out.posted(&event);
             Ok(ExitCode::SUCCESS)
         }
         Command::AskLead(a) => {
-            let text = if a.question == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { a.question };
+            let text = text_arg(a.question)?;
             let choices = a.choices.as_deref().map(parse_choices).transpose()?.unwrap_or_default();
             let limit = a.timeout.as_deref().map(parse_duration).transpose()?;
             let store = Store::existing(&home)?;
@@ -179,13 +168,13 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
         }
         Command::Reply(r) => {
-            let answer = if r.answer == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { r.answer };
+            let answer = text_arg(r.answer)?;
             let q = ops::reply(&Store::existing(&home)?, &r.target, &answer)?;
             let _ = out.replied(&q);
             Ok(ExitCode::SUCCESS)
         }
         Command::Send(s) => {
-            let message = if s.message == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1))? } else { s.message };
+            let message = text_arg(s.message)?;
             let event = ops::send(&Store::existing(&home)?, Token::parse(&s.token)?, &message)?;
             let _ = out.posted(&event);
             Ok(ExitCode::SUCCESS)
@@ -195,16 +184,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let store = Store::existing(&home)?;
             let holder = ops::Holder::new(0);
             let event = ops::inbox(&store, limit, &holder).await?;
-            match out.message(&event) {
-                Ok(code) => {
-                    ops::delivered(&store, &holder, None)?;
-                    Ok(code)
-                }
-                Err(e) => {
-                    ops::undelivered(&store, &holder)?;
-                    Err(e).ctx(|| "cannot write the message to stdout".into())
-                }
-            }
+            deliver(&store, &holder, out.message(&event))
         }
         Command::Events(e) => {
             if let Some(s) = &e.session {
@@ -278,6 +258,27 @@ async fn started(out: &Out, store: &Store, req: Launch) -> Result<ExitCode> {
 
 fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
     given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
+}
+
+/// What `holder` took counts as delivered once `printed`; if it could not be printed, the next
+/// waiter gets it.
+fn deliver(store: &Store, holder: &ops::Holder, printed: std::io::Result<ExitCode>) -> Result<ExitCode> {
+    match printed {
+        Ok(code) => {
+            ops::delivered(store, holder, None)?;
+            Ok(code)
+        }
+        Err(e) => {
+            ops::undelivered(store, holder)?;
+            Err(e).ctx(|| "cannot write to stdout".into())
+        }
+    }
+}
+
+/// A message, question or answer argument: `-` reads it from stdin, enough of it to tell one
+/// too long to carry from one that fits, and no more.
+fn text_arg(arg: String) -> Result<String> {
+    if arg == "-" { read_stdin(Some(ops::MAX_MESSAGE as u64 + 1)) } else { Ok(arg) }
 }
 
 /// Stdin as text, at most `max` bytes of it.

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::{Instant, timeout_at};
 
-use super::events::{Holder, MAX_MESSAGE, holder_alive, wait_event};
+use super::events::{Holder, MAX_MESSAGE, check_text, enclosing_task, holder_alive, wait_event};
 use super::launch::blocking;
 use super::wait::refresh;
 use super::watch::Changes;
@@ -26,12 +26,11 @@ pub enum Asked {
 /// The task this process runs in (`AGENTCTL_TOKEN`), which must still run; `what` names the
 /// command, for the error outside a task.
 fn own_task(store: &Store, what: &str) -> Result<TaskRecord> {
-    let token = std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty()).ok_or_else(|| {
+    let rec = enclosing_task(store)?.ok_or_else(|| {
         Error::Usage(format!(
             "{what} runs inside a task (AGENTCTL_TOKEN is not set here): agentctl gives it to every agent it starts"
         ))
     })?;
-    let rec = refresh(store, Token::parse(&token)?)?;
     if rec.status().is_final() {
         return Err(Error::Usage(format!(
             "task {} has already ended ({}); nobody waits on it",
@@ -40,18 +39,6 @@ fn own_task(store: &Store, what: &str) -> Result<TaskRecord> {
         )));
     }
     Ok(rec)
-}
-
-fn check_text(text: &str, what: &str, max: usize) -> Result<()> {
-    if text.trim().is_empty() {
-        return Err(Error::Usage(format!("the {what} is empty")));
-    }
-    if text.len() > max {
-        return Err(Error::Usage(format!(
-            "the {what} is longer than {max} bytes; write the details to a file and name the file in it"
-        )));
-    }
-    Ok(())
 }
 
 /// The session of a task's inbox: its own, apart from the session its children report to.

@@ -12,7 +12,7 @@ use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::Store;
 use crate::supervisor::reach;
-use crate::task::{Event, EventKind, Role, Token};
+use crate::task::{Event, EventKind, Role, TaskRecord, Token};
 
 /// The session a launch or a wait belongs to: `--session`, else (inside a task) that task's
 /// token, so a task that starts tasks hears of them itself, else `AGENTCTL_SESSION`, else
@@ -129,11 +129,7 @@ pub const MAX_MESSAGE: usize = 256 * 1024;
 /// Post a `message` (or `question`) from the task this runs in (`AGENTCTL_TOKEN`) to its
 /// session, or to `session` when given. Outside a task, `session` is required.
 pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) -> Result<Event> {
-    let inside = std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty());
-    let task = match inside.as_deref().map(Token::parse).transpose()? {
-        Some(t) => Some(refresh(store, t)?),
-        None => None,
-    };
+    let task = enclosing_task(store)?;
     let session = match (session, &task) {
         (Some(s), _) => s.to_owned(),
         (None, Some(rec)) => rec.session.clone(),
@@ -144,20 +140,33 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
         }
     };
     check_session(&session)?;
-    if text.trim().is_empty() {
-        return Err(Error::Usage("the message is empty; say what the lead should know".into()));
-    }
-    if text.len() > MAX_MESSAGE {
-        return Err(Error::Usage(format!(
-            "the message is longer than the {MAX_MESSAGE} bytes an event carries; write it to a file and name the \
-             file in the message"
-        )));
-    }
+    check_text(text, "message", MAX_MESSAGE)?;
     let mut event = Event::new(if question { EventKind::Question } else { EventKind::Message }, &session);
     event.token = task.as_ref().map(|r| r.token);
     event.role = task.map(|r| r.role);
     event.text = Some(text.to_owned());
     store.events().append(event)
+}
+
+/// The task this process runs in (`AGENTCTL_TOKEN`), if any.
+pub(super) fn enclosing_task(store: &Store) -> Result<Option<TaskRecord>> {
+    match std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty()) {
+        Some(t) => refresh(store, Token::parse(&t)?).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Refuse an empty text (a `what`: message, question, answer), or one over `max` bytes.
+pub(super) fn check_text(text: &str, what: &str, max: usize) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::Usage(format!("the {what} is empty; say what the other side should know")));
+    }
+    if text.len() > max {
+        return Err(Error::Usage(format!(
+            "the {what} is longer than the {max} bytes an event carries; write it to a file and name the file in it"
+        )));
+    }
+    Ok(())
 }
 
 /// An event as `events` shows it: with whether a waiter has received it.
