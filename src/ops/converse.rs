@@ -53,7 +53,10 @@ pub fn pending(store: &Store, token: Token) -> Result<Option<Question>> {
         if holder_alive(&q.asker) {
             return Ok(Some(q));
         }
-        store.settle_question(&q.id, None)?;
+        // Nobody waits for it, whether or not the withdrawal can be written (a read-only home).
+        if store.settle_question(&q.id, None).is_err() {
+            break;
+        }
     }
     Ok(None)
 }

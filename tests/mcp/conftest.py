@@ -14,7 +14,6 @@ from mcp import Client, StdioServerParameters
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BIN = os.environ.get("AGENTCTL_BIN", str(ROOT / "target" / "debug" / "agentctl"))
 FAKE = str(ROOT / "fixtures" / "fake-agent")
-STILL_RUNNING = "Task still running. Call await again to continue waiting."
 
 
 @pytest.fixture
