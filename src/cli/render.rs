@@ -36,6 +36,11 @@ fn exit_status(v: &TaskView) -> u8 {
     }
 }
 
+/// 124 for a wait that found nothing in time.
+fn timeout_code(e: &Event) -> ExitCode {
+    ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 })
+}
+
 fn print_json(value: &serde_json::Value) {
     let mut stdout = io::stdout().lock();
     let _ = writeln!(stdout, "{value}");
@@ -146,76 +151,60 @@ impl Out {
         }
     }
 
-    /// Print an event a wait returned (or a notify posted); a `timeout` exits 124.
-    pub fn event(&self, e: &Event) -> io::Result<ExitCode> {
+    /// Print one line, `json()` with --json, else `text()` (nothing if it is `None`).
+    fn line(&self, json: impl FnOnce() -> serde_json::Value, text: impl FnOnce() -> Option<String>) -> io::Result<()> {
         let mut w = io::stdout().lock();
-        if self.json {
-            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
-        } else {
-            writeln!(w, "{}", e.describe())?;
+        let line = if self.json { Some(json().to_string()) } else { text() };
+        if let Some(line) = line {
+            writeln!(w, "{line}")?;
         }
-        w.flush()?;
-        Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))
+        w.flush()
+    }
+
+    /// Print an event a wait returned; a `timeout` exits 124.
+    pub fn event(&self, e: &Event) -> io::Result<ExitCode> {
+        self.line(|| serde_json::to_value(e).unwrap_or_default(), || Some(e.describe()))?;
+        Ok(timeout_code(e))
     }
 
     /// Print the lead's answer, alone on stdout (`ask-lead`).
     pub fn answer(&self, answer: &str) -> io::Result<()> {
-        let mut w = io::stdout().lock();
-        if self.json {
-            writeln!(w, "{}", json!({ "answer": answer }))?;
-        } else {
-            writeln!(w, "{answer}")?;
-        }
-        w.flush()
+        self.line(|| json!({ "answer": answer }), || Some(answer.to_owned()))
     }
 
     /// Say that question `q` is answered.
     pub fn replied(&self, q: &Question) -> io::Result<()> {
-        let mut w = io::stdout().lock();
-        if self.json {
-            writeln!(w, "{}", serde_json::to_value(q).unwrap_or_default())?;
-        } else {
-            writeln!(w, "answered {} of task {}", q.id, q.token)?;
-        }
-        w.flush()
+        self.line(
+            || serde_json::to_value(q).unwrap_or_default(),
+            || Some(format!("answered {} of task {}", q.id, q.token)),
+        )
     }
 
     /// Print a message a task read from its inbox (its text alone, unless --json); a `timeout`
     /// exits 124.
     pub fn message(&self, e: &Event) -> io::Result<ExitCode> {
-        let mut w = io::stdout().lock();
-        if self.json {
-            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
-        } else if let Some(text) = &e.text {
-            writeln!(w, "{text}")?;
-        }
-        w.flush()?;
-        Ok(ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 }))
+        self.line(|| serde_json::to_value(e).unwrap_or_default(), || e.text.clone())?;
+        Ok(timeout_code(e))
     }
 
     /// Say that `e` was posted, without echoing its text (the poster has it).
     pub fn posted(&self, e: &Event) -> io::Result<()> {
-        let mut w = io::stdout().lock();
         let bytes = e.text.as_ref().map_or(0, String::len);
-        if self.json {
-            let j = json!({ "type": e.kind, "seq": e.seq, "time": e.time, "session": e.session, "bytes": bytes });
-            writeln!(w, "{j}")?;
-        } else {
-            let seq = e.seq.map(|s| format!(" #{s}")).unwrap_or_default();
-            writeln!(w, "posted {}{seq} to session {} ({bytes} bytes)", e.kind, e.session)?;
-        }
-        w.flush()
+        self.line(
+            || json!({ "type": e.kind, "seq": e.seq, "time": e.time, "session": e.session, "bytes": bytes }),
+            || {
+                let seq = e.seq.map(|s| format!(" #{s}")).unwrap_or_default();
+                Some(format!("posted {}{seq} to session {} ({bytes} bytes)", e.kind, e.session))
+            },
+        )
     }
 
     /// Print one event of a followed log (one JSON object per line with --json).
     pub fn logged_event(&self, e: &LoggedEvent) -> io::Result<()> {
-        let mut w = io::stdout().lock();
-        if self.json {
-            writeln!(w, "{}", serde_json::to_value(e).unwrap_or_default())?;
-        } else {
-            writeln!(w, "{}{}", e.event.describe(), if e.consumed { " (consumed)" } else { "" })?;
-        }
-        w.flush()
+        self.line(
+            || serde_json::to_value(e).unwrap_or_default(),
+            || Some(format!("{}{}", e.event.describe(), if e.consumed { " (consumed)" } else { "" })),
+        )
     }
 
     /// Print the events of a log.
