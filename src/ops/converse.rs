@@ -118,10 +118,8 @@ pub fn reply(store: &Store, target: &str, answer: &str) -> Result<Question> {
         let token = Token::parse(target)?;
         let rec = refresh(store, token)?;
         pending(store, token)?.ok_or_else(|| {
-            Error::Usage(format!(
-                "task {token} ({}) has no question waiting for an answer; send it a message instead",
-                rec.status()
-            ))
+            let instead = if rec.status().is_final() { "" } else { "; send it a message instead" };
+            Error::Usage(format!("task {token} ({}) has no question waiting for an answer{instead}", rec.status()))
         })?
     };
     if let Some(done) = settled(&q) {
