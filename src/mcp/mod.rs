@@ -5,6 +5,7 @@ mod budget;
 mod event_tools;
 mod gate;
 mod limits;
+mod native;
 mod params;
 mod publish;
 mod result;

@@ -12,16 +12,18 @@ use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CallToolResult, CompleteRequestMethod, CompleteRequestParams, CompleteResult, Implementation,
+    CallToolResult, CancelTaskMethod, CancelTaskParams, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
+    GetTaskMethod, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
     ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
     ListResourcesRequestMethod, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig,
+    ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskMethod, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::transport::IntoTransport;
 use rmcp::transport::async_rw::TransportAdapterAsyncRW;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 use super::gate::Gate;
 use super::limits::MaxWait;
@@ -35,9 +37,10 @@ use crate::task::Token;
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 /// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
-const INSTRUCTIONS: &str = "agentctl runs sub-agents (agent CLIs: kiro-cli, claude -p, codex exec…) as background tasks \
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (kiro-cli, claude -p, codex exec…) as background tasks \
 that outlive this server. `ask` (role, question) answers in the call if the task ends within {hybrid_wait}, else \
-returns its token; for slow work pass async: true and start every task first. Collect with `wait_for_event` (each \
+returns its token (an MCP task if your client takes them: the answer comes by itself); for slow work pass \
+async: true and start every task first. Collect with `wait_for_event` (each \
 task_finished carries an answer: N tasks, N calls) or `await` with tokens: [...] (returns when any ends). A task \
 may ask you a question (in await or wait_for_event): it waits until you `reply`. `send` messages a running task. \
 No call blocks over {max_wait}: on `timeout` or `running`, call again. A long answer names the `logs` call for the \
@@ -77,6 +80,8 @@ pub(super) struct Connection {
     /// The latest wait of each (session, types): a newer one supersedes it (see
     /// `supersede`).
     waits: Mutex<HashMap<String, watch::Sender<u64>>>,
+    /// The halts `tasks/cancel` left running: the server waits for them before it exits.
+    halts: Mutex<Vec<JoinHandle<()>>>,
 }
 
 /// Numbers the connections of this process.
@@ -86,7 +91,13 @@ impl Connection {
     fn new() -> Result<Connection> {
         let session = ops::connection_session()?;
         let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection { session, holder: ops::Holder::new(n), answered: Mutex::default(), waits: Mutex::default() })
+        Ok(Connection {
+            session,
+            holder: ops::Holder::new(n),
+            answered: Mutex::default(),
+            waits: Mutex::default(),
+            halts: Mutex::default(),
+        })
     }
 
     /// A wait answered with event `seq`.
@@ -102,6 +113,21 @@ impl Connection {
             ops::delivered(store, &self.holder, Some(seq))?;
         }
         Ok(())
+    }
+
+    /// A halt that goes on after its request was answered.
+    pub fn halting(&self, halt: JoinHandle<()>) {
+        let mut halts = self.halts.lock().unwrap_or_else(|e| e.into_inner());
+        halts.retain(|h| !h.is_finished());
+        halts.push(halt);
+    }
+
+    /// Wait for the halts still under way.
+    async fn halted(&self) {
+        let halts = std::mem::take(&mut *self.halts.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in halts {
+            let _ = h.await;
+        }
     }
 
     /// Start a wait on `key`: an older wait of this connection on the same key ends when the
@@ -138,6 +164,8 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
         Err(e) => return Err(Error::Internal(format!("the MCP session could not start: {e}"))),
     };
     let ended = running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")));
+    // A task the client cancelled is not left half-halted.
+    conn.halted().await;
     // The events its last waits were handed may never have arrived: they go to the next waiter.
     ops::undelivered(&store, &conn.holder)?;
     ended.map(drop)
@@ -197,6 +225,18 @@ impl AgentctlServer {
     }
 }
 
+/// The `tasks/*` methods exist from protocol 2026-07-28 on: in an older session (one that
+/// began with `initialize`) there are none.
+fn tasks_method<M: rmcp::model::ConstString + Default>(
+    ctx: &RequestContext<RoleServer>,
+) -> std::result::Result<(), ErrorData> {
+    if ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()) {
+        Ok(())
+    } else {
+        Err(ErrorData::method_not_found::<M>())
+    }
+}
+
 /// What a call the client cancelled answers (clients normally discard it).
 pub(super) fn cancelled(tokens: &[Token]) -> Error {
     let tokens: Vec<String> = tokens.iter().map(Token::to_string).collect();
@@ -212,9 +252,50 @@ pub(super) fn answer(r: Result<CallToolResult>) -> std::result::Result<CallToolR
 #[tool_handler(router = self.tool_router)]
 impl ServerHandler for AgentctlServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // The tasks extension is offered where it exists (2026-07-28, `server/discover`);
+        // `initialize` (older protocols) takes it out again.
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("agentctl", env!("CARGO_PKG_VERSION")))
             .with_instructions(self.instructions.clone())
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        // Protocols with `initialize` predate the tasks extension: their sessions are as before.
+        result.capabilities.extensions = None;
+        Ok(result)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<GetTaskResult, ErrorData> {
+        tasks_method::<GetTaskMethod>(&context)?;
+        self.get_native(request, &context).await
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        tasks_method::<UpdateTaskMethod>(&context)?;
+        self.update_native(request)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> std::result::Result<(), ErrorData> {
+        tasks_method::<CancelTaskMethod>(&context)?;
+        self.cancel_native(request)
     }
 
     // Only tools are advertised: whatever else a client asks for does not exist here

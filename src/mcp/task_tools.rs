@@ -2,13 +2,14 @@
 
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::wrapper::Parameters;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResponse, CallToolResult};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, tool, tool_router};
 use serde::Serialize;
 
 use super::budget::{self, TaskResult};
 use super::limits::seconds_text;
+use super::native;
 use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams};
 use super::result::{self, AwaitResult};
 use super::server::{AgentctlServer, answer, cancelled};
@@ -44,24 +45,33 @@ struct TaskRow {
 
 #[tool_router(router = task_router, vis = "pub(super)")]
 impl AgentctlServer {
-    /// Launch, then settle with progress and cancellation.
-    async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResult> {
-        let LaunchRequest { mut launch, note } = req?;
+    /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
+    /// one for a task still running after `native::DIRECT_WAIT`.
+    async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
+        let LaunchRequest { mut launch, mut note } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
-        let wait = launch.wait;
+        let offered = native::offered(&ctx);
+        let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
         let rec = ops::launch(&self.store, launch).await?;
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;
+        if offered && !v.status.is_final() {
+            match self.store.create_mcp_task(token) {
+                Ok(t) => return Ok(self.created(&t, &v).into()),
+                // The task runs all the same: its token is the answer, as without the extension.
+                Err(e) => note = Some(native::not_handed_out(&e, note)),
+            }
+        }
         let mut r = TaskResult::of(&v, self.next_step(&v));
         if let Some(note) = note {
             r.add_note(note);
         }
-        Ok(result::task(r, None, self.options.budget))
+        Ok(result::task(r, None, self.options.budget).into())
     }
 
     /// What to call after `v`.
-    fn next_step(&self, v: &TaskView) -> Option<String> {
+    pub(super) fn next_step(&self, v: &TaskView) -> Option<String> {
         budget::next_step(v, &seconds_text(self.options.max_wait.0))
     }
 
@@ -75,9 +85,9 @@ impl AgentctlServer {
         &self,
         Parameters(p): Parameters<AskParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<CallToolResult, ErrorData> {
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
         let req = p.into_launch(self.options.agents_file.clone(), self.options.max_wait);
-        answer(self.start(req, ctx).await)
+        Ok(native::direct(self.start(req, ctx).await))
     }
 
     #[tool(
@@ -89,8 +99,8 @@ impl AgentctlServer {
         &self,
         Parameters(p): Parameters<RunParams>,
         ctx: RequestContext<RoleServer>,
-    ) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(self.start(p.into_launch(self.options.max_wait), ctx).await)
+    ) -> std::result::Result<CallToolResponse, ErrorData> {
+        Ok(native::direct(self.start(p.into_launch(self.options.max_wait), ctx).await))
     }
 
     #[tool(

@@ -15,7 +15,7 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
@@ -46,7 +46,7 @@ fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 3] = [
+const MIGRATIONS: [&str; 4] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -110,6 +110,16 @@ const MIGRATIONS: [&str; 3] = [
     ) WITHOUT ROWID;
     CREATE INDEX questions_pending ON questions(token) WHERE state = 0;
     CREATE INDEX questions_by_task ON questions(token);
+",
+    // The MCP tasks (extension `io.modelcontextprotocol/tasks`) handed out for tasks: a
+    // client's taskId and the task it stands for.
+    r"
+    CREATE TABLE mcp_tasks (
+        id TEXT PRIMARY KEY NOT NULL,
+        token TEXT NOT NULL,
+        created_at_ms INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    CREATE INDEX mcp_tasks_by_task ON mcp_tasks(token);
 ",
 ];
 

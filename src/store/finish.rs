@@ -271,6 +271,7 @@ impl Store {
             }
         }
         Store::remove_questions(&tx, &gone)?;
+        Store::remove_mcp_tasks(&tx, &gone)?;
         tx.commit().map_err(err(what))?;
         match failed {
             Some(e) => Err(e),

@@ -9,6 +9,7 @@ mod home;
 mod legacy;
 mod lock;
 pub mod logfile;
+mod mcp_tasks;
 mod questions;
 mod tasks;
 
@@ -17,4 +18,5 @@ pub use events::{EventLog, Logged};
 pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
+pub use mcp_tasks::McpTask;
 pub use tasks::{Page, Store};

@@ -140,7 +140,8 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let v = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
     h.db()
         .execute_batch(
-            "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; PRAGMA user_version = 1;",
+            "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
+             PRAGMA user_version = 1;",
         )
         .unwrap();
     let listed = h.run(&["--json", "list", "--status", "completed"], 0).json();
@@ -149,12 +150,13 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let version: i64 = db.query_row("PRAGMA user_version", [], |r| r.get(0)).unwrap();
     let indexes: i64 = db
         .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions')",
+            "SELECT count(*) FROM sqlite_master \
+             WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions', 'mcp_tasks')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (3, 3));
+    assert_eq!((version, indexes), (4, 4));
 }
 
 #[test]

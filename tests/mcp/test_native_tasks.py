@@ -1,0 +1,269 @@
+"""Native MCP tasks (extension `io.modelcontextprotocol/tasks`, protocol 2026-07-28), spoken as
+raw JSON-RPC: no SDK client here implements the extension, and these tests check its wire
+shapes. Each request carries its own `_meta`, as a stateless 2026-07-28 client sends it."""
+
+import json
+import queue
+import subprocess
+import threading
+import time
+
+import pytest
+from conftest import BIN, FAKE, alive, record, server_env
+
+EXT = "io.modelcontextprotocol/tasks"
+NOW = "2026-07-28"
+
+
+def meta(version=NOW, tasks=True, elicitation=False):
+    caps = {}
+    if tasks:
+        caps["extensions"] = {EXT: {}}
+    if elicitation:
+        caps["elicitation"] = {}
+    return {
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": caps,
+    }
+
+
+class Raw:
+    """`agentctl mcp` on a home, driven by hand over stdio."""
+
+    def __init__(self, home, *flags):
+        self.proc = subprocess.Popen(
+            [BIN, "--home", str(home), "mcp", "--allow-run", *flags],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=server_env(home),
+        )
+        self.replies = queue.Queue()
+        self.next_id = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            msg = json.loads(line)
+            if "id" in msg and "method" not in msg:
+                self.replies.put(msg)
+
+    def request(self, method, params=None, **meta_kw):
+        """The whole JSON-RPC answer (`result` or `error`) to one request."""
+        self.next_id += 1
+        params = dict(params or {})
+        if meta_kw.get("version", NOW) is not None:
+            params.setdefault("_meta", meta(**meta_kw))
+        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n")
+        self.proc.stdin.flush()
+        while True:
+            msg = self.replies.get(timeout=60)  # a hang guard
+            if msg.get("id") == self.next_id:
+                return msg
+
+    def result(self, method, params=None, **meta_kw):
+        msg = self.request(method, params, **meta_kw)
+        assert "result" in msg, msg
+        return msg["result"]
+
+    def call(self, name, arguments, **meta_kw):
+        return self.result("tools/call", {"name": name, "arguments": arguments}, **meta_kw)
+
+    def get(self, task_id, **meta_kw):
+        return self.result("tasks/get", {"taskId": task_id}, **meta_kw)
+
+    def until(self, task_id, done, limit=60.0, **meta_kw):
+        """`tasks/get` until `done(task)` holds; the last answer. The limit is a hang guard."""
+        deadline = time.monotonic() + limit
+        while True:
+            t = self.get(task_id, **meta_kw)
+            if done(t):
+                return t
+            assert time.monotonic() < deadline, t
+            time.sleep(t.get("pollIntervalMs", 1000) / 1000 / 4)
+
+    def close(self):
+        self.proc.stdin.close()
+        assert self.proc.wait(timeout=60) == 0
+
+
+@pytest.fixture
+def raw(home):
+    servers = []
+
+    def start(*flags, on=None):
+        s = Raw(on or home, *flags)
+        servers.append(s)
+        return s
+
+    yield start
+    for s in servers:
+        if s.proc.poll() is None:
+            s.close()
+
+
+def final(t):
+    return t["status"] in ("completed", "cancelled", "failed")
+
+
+def test_discovery_offers_the_extension_and_initialize_does_not(raw):
+    s = raw()
+    d = s.result("server/discover")
+    assert NOW in d["supportedVersions"]
+    assert d["capabilities"]["extensions"] == {EXT: {}}
+    init = s.result(
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {"extensions": {EXT: {}}}, "clientInfo": {"name": "t", "version": "0"}},
+        version=None,
+    )
+    assert init["protocolVersion"] == "2025-11-25"
+    assert "extensions" not in init["capabilities"], init
+
+
+def test_ask_returns_a_task_at_once_then_completed_with_the_answer(raw, home):
+    s = raw()
+    t0 = time.monotonic()
+    created = s.call("ask", {"role": "worker", "question": "sleep 4"})
+    assert created["resultType"] == "task" and created["status"] == "working", created
+    assert time.monotonic() - t0 < 10  # a hang guard: the task itself takes 4 s
+    task_id = created["taskId"]
+    assert len(task_id) == 32 and int(task_id, 16) >= 0
+    token = created["statusMessage"].split()[2]
+    assert record(home, token)["role"] == "worker"
+    assert created["ttlMs"] is None and created["pollIntervalMs"] >= 1000
+    working = s.get(task_id)
+    assert working["resultType"] == "complete" and working["taskId"] == task_id
+    assert working["status"] == "working" and token in working["statusMessage"], working
+    done = s.until(task_id, final)
+    assert done["status"] == "completed", done
+    assert done["result"]["isError"] is False
+    assert done["result"]["structuredContent"]["summary"] == "slept 4"
+    assert done["result"]["structuredContent"]["token"] == token
+    assert "slept 4" in done["result"]["content"][0]["text"]
+    assert done["lastUpdatedAt"] >= done["createdAt"]
+
+
+def test_a_quick_task_is_answered_directly_and_a_failed_one_completes_with_is_error(raw):
+    s = raw()
+    quick = s.call("run", {"command": ["echo", "quick"]})
+    assert quick.get("resultType") != "task" and quick["structuredContent"]["status"] == "completed", quick
+    created = s.call("run", {"command": ["sh", "-c", "sleep 2; echo broken; exit 3"]})
+    assert created["resultType"] == "task", created
+    done = s.until(created["taskId"], final)
+    assert done["status"] == "completed" and done["result"]["isError"] is True, done
+    assert done["result"]["structuredContent"]["exit_code"] == 3
+
+
+def test_cancel_halts_the_task_and_leaves_it_cancelled(raw, home):
+    s = raw()
+    created = s.call("run", {"command": [FAKE, "tick", "300", "0.1"], "async": True})
+    task_id = created["taskId"]
+    token = created["statusMessage"].split()[2]
+    pid = record(home, token)["started"]["pid"]
+    assert alive(pid)
+    assert s.result("tasks/cancel", {"taskId": task_id}) == {"resultType": "complete"}
+    done = s.until(task_id, final)
+    assert done["status"] == "cancelled" and token in done["statusMessage"], done
+    assert "result" not in done
+    assert not alive(pid)
+    # Cancelling what has ended changes nothing.
+    assert s.result("tasks/cancel", {"taskId": task_id}) == {"resultType": "complete"}
+    assert s.get(task_id)["status"] == "cancelled"
+
+
+def test_unknown_and_foreign_task_ids_are_invalid_params(raw, tmp_path):
+    s = raw()
+    other = raw(on=tmp_path / "other-home")
+    foreign = other.call("run", {"command": [FAKE, "tick", "300", "0.1"], "async": True})["taskId"]
+    for task_id in ("0" * 32, foreign, "not-a-task", "../" * 11):
+        for method in ("tasks/get", "tasks/cancel"):
+            err = s.request(method, {"taskId": task_id})["error"]
+            assert err["code"] == -32602 and "no task" in err["message"], err
+    other.request("tasks/cancel", {"taskId": foreign})
+
+
+def test_without_the_extension_or_on_2025_11_25_nothing_changes(raw):
+    s = raw()
+    plain = s.call("ask", {"role": "worker", "question": "sleep 30", "async": True}, tasks=False)
+    assert "resultType" not in plain or plain["resultType"] == "complete"
+    assert plain["structuredContent"]["status"] == "running" and "`await`" in plain["structuredContent"]["next"]
+    err = s.request("tasks/get", {"taskId": "0" * 32}, tasks=False)["error"]
+    assert err["code"] == -32021, err
+    s.call("halt", {"token": plain["structuredContent"]["token"], "grace_secs": 0.5}, tasks=False)
+
+    legacy = raw()
+    legacy.result(
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {"extensions": {EXT: {}}}, "clientInfo": {"name": "t", "version": "0"}},
+        version=None,
+    )
+    legacy.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+    r = legacy.call("ask", {"role": "worker", "question": "sleep 30", "async": True}, version=None)
+    assert "taskId" not in r and r["structuredContent"]["status"] == "running", r
+    err = legacy.request("tasks/get", {"taskId": "0" * 32}, version=None)["error"]
+    assert err["code"] == -32601, err
+    legacy.call("halt", {"token": r["structuredContent"]["token"], "grace_secs": 0.5}, version=None)
+
+
+def test_a_task_outlives_the_server_that_handed_it_out(raw):
+    first = raw()
+    created = first.call("ask", {"role": "worker", "question": "sleep 3"})
+    assert created["resultType"] == "task"
+    first.close()
+    second = raw()
+    done = second.until(created["taskId"], final)
+    assert done["status"] == "completed" and done["result"]["structuredContent"]["summary"] == "slept 3", done
+
+
+def asker(question, choices="main,dev"):
+    return ["sh", "-c", f"a=$({BIN} ask-lead '{question}' --choices {choices} --timeout 120s) && echo \"> chose $a\""]
+
+
+def test_a_question_is_an_input_request_answered_with_tasks_update(raw):
+    s = raw()
+    created = s.call("run", {"command": asker("which branch?"), "async": True}, elicitation=True)
+    task_id = created["taskId"]
+    # Each request says what its client can do: a poll without elicitation gets the message only.
+    asked = s.until(task_id, lambda t: "asks" in t["statusMessage"])
+    assert asked["status"] == "working" and "inputRequests" not in asked, asked
+    asked = s.get(task_id, elicitation=True)
+    assert asked["status"] == "input_required", asked
+    [(key, req)] = asked["inputRequests"].items()
+    assert req["method"] == "elicitation/create" and "which branch?" in req["params"]["message"]
+    assert req["params"]["requestedSchema"]["properties"]["answer"]["enum"] == ["main", "dev"]
+    assert "which branch?" in asked["statusMessage"]
+    # A key that is not outstanding is ignored; the right one is the answer.
+    ack = s.result("tasks/update", {"taskId": task_id, "inputResponses": {"q0000000000": {"action": "accept", "content": {"answer": "main"}}}})
+    assert ack == {"resultType": "complete"}
+    ack = s.result("tasks/update", {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"answer": "dev"}}}})
+    assert ack == {"resultType": "complete"}
+    done = s.until(task_id, final)
+    assert done["status"] == "completed" and done["result"]["structuredContent"]["summary"] == "chose dev", done
+
+
+def test_without_elicitation_the_question_stays_in_the_status_message_for_reply(raw):
+    s = raw()
+    created = s.call("run", {"command": asker("deploy now?", "yes,no"), "async": True})
+    task_id = created["taskId"]
+    token = created["statusMessage"].split()[2]
+    asked = s.until(task_id, lambda t: "asks" in t["statusMessage"])
+    assert asked["status"] == "working" and "inputRequests" not in asked, asked
+    assert "deploy now? [yes, no]" in asked["statusMessage"] and "`reply`" in asked["statusMessage"]
+    r = s.call("reply", {"token": token, "answer": "no"})
+    assert not r["isError"], r
+    done = s.until(task_id, final)
+    assert done["result"]["structuredContent"]["summary"] == "chose no", done
+
+
+def test_the_server_does_not_exit_before_a_cancelled_task_is_halted(raw, home):
+    s = raw()
+    # A task slow to stop: SIGTERM is trapped, so the halt waits out the grace, then SIGKILLs.
+    stubborn = ["sh", "-c", "trap 'echo term' TERM; while :; do sleep 0.1; done"]
+    created = s.call("run", {"command": stubborn, "async": True})
+    token = created["statusMessage"].split()[2]
+    pid = record(home, token)["started"]["pid"]
+    s.result("tasks/cancel", {"taskId": created["taskId"]})
+    s.close()
+    assert record(home, token)["ended"]["outcome"]["status"] == "cancelled"
+    assert not alive(pid)
