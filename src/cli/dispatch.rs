@@ -49,7 +49,14 @@ pub fn main() -> ExitCode {
             return out.error(&Error::Internal(format!("cannot start the async runtime: {e}")));
         }
     };
-    match runtime.block_on(run(cli.command, cli.home, cli.agents, &out)) {
+    let serves = matches!(cli.command, Command::Mcp(_));
+    let ran = runtime.block_on(run(cli.command, cli.home, cli.agents, &out));
+    if serves {
+        // A server stopped by a signal still has a thread blocked reading stdin, which would
+        // hold the runtime's drop for ever; everything it did is finished by now.
+        runtime.shutdown_background();
+    }
+    match ran {
         Ok(code) => code,
         // Whoever read our output went away (`logs --follow | head`): nothing left to say.
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,

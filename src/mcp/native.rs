@@ -77,10 +77,10 @@ fn base(t: &McpTask, v: &TaskView, status: TaskStatus, message: String) -> Task 
     task
 }
 
-/// What a running task is doing, in one line that names its token for the other tools.
+/// What a running task is doing, in one line that names its token (for the other tools).
 fn progress(v: &TaskView) -> String {
     let summary = v.summary.as_deref().map(|s| one_line_preview(s, 200)).unwrap_or_default();
-    format!("agentctl task {} ({}): {summary}; `logs`, `send` and `halt` take its token", v.token, v.role)
+    format!("agentctl task {} ({}): {summary}", v.token, v.role)
 }
 
 /// A pending question, as the status message says it.

@@ -156,19 +156,45 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
     }
     let server = AgentctlServer::new(store.clone(), options)?;
     let conn = server.conn.clone();
+    // Clients stop their servers with a signal as often as by closing stdin (Claude Code sends
+    // SIGINT at `/exit`): either is a clean end.
+    let mut stop =
+        Box::pin(stop_signal().map_err(|e| Error::Internal(format!("cannot watch for SIGINT and SIGTERM: {e}")))?);
     let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
-    let running = match server.serve(Gate::new(stdio)).await {
+    let started = tokio::select! {
+        started = server.serve(Gate::new(stdio)) => started,
+        () = &mut stop => return Ok(()),
+    };
+    let running = match started {
         Ok(running) => running,
         // Closed before any request chose a lifecycle: nothing was asked, nothing went wrong.
         Err(ServerInitializeError::ConnectionClosed(_)) => return Ok(()),
         Err(e) => return Err(Error::Internal(format!("the MCP session could not start: {e}"))),
     };
+    let cancel = running.cancellation_token();
+    tokio::spawn(async move {
+        stop.await;
+        cancel.cancel();
+    });
     let ended = running.waiting().await.map_err(|e| Error::Internal(format!("the MCP session failed: {e}")));
     // A task the client cancelled is not left half-halted.
     conn.halted().await;
     // The events its last waits were handed may never have arrived: they go to the next waiter.
     ops::undelivered(&store, &conn.holder)?;
     ended.map(drop)
+}
+
+/// Resolves at the first SIGINT or SIGTERM.
+fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut term = signal(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }
 
 impl AgentctlServer {

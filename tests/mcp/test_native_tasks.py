@@ -4,12 +4,13 @@ shapes. Each request carries its own `_meta`, as a stateless 2026-07-28 client s
 
 import json
 import queue
+import signal
 import subprocess
 import threading
 import time
 
 import pytest
-from conftest import BIN, FAKE, alive, record, server_env
+from conftest import BIN, FAKE, alive, cli, record, server_env
 
 EXT = "io.modelcontextprotocol/tasks"
 NOW = "2026-07-28"
@@ -49,14 +50,19 @@ class Raw:
             if "id" in msg and "method" not in msg:
                 self.replies.put(msg)
 
-    def request(self, method, params=None, **meta_kw):
-        """The whole JSON-RPC answer (`result` or `error`) to one request."""
+    def send(self, method, params=None, **meta_kw):
+        """Send a request without waiting for its answer."""
         self.next_id += 1
         params = dict(params or {})
         if meta_kw.get("version", NOW) is not None:
             params.setdefault("_meta", meta(**meta_kw))
         self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n")
         self.proc.stdin.flush()
+
+    def request(self, method, params=None, **meta_kw):
+        """The whole JSON-RPC answer (`result` or `error`) to one request (earlier ones sent
+        without waiting are skipped)."""
+        self.send(method, params, **meta_kw)
         while True:
             msg = self.replies.get(timeout=60)  # a hang guard
             if msg.get("id") == self.next_id:
@@ -206,7 +212,7 @@ def test_without_the_extension_or_on_2025_11_25_nothing_changes(raw):
     legacy.call("halt", {"token": r["structuredContent"]["token"], "grace_secs": 0.5}, version=None)
 
 
-def test_a_task_outlives_the_server_that_handed_it_out(raw):
+def test_a_task_outlives_the_server_that_handed_it_out_and_goes_with_prune(raw, home):
     first = raw()
     created = first.call("ask", {"role": "worker", "question": "sleep 3"})
     assert created["resultType"] == "task"
@@ -214,6 +220,9 @@ def test_a_task_outlives_the_server_that_handed_it_out(raw):
     second = raw()
     done = second.until(created["taskId"], final)
     assert done["status"] == "completed" and done["result"]["structuredContent"]["summary"] == "slept 3", done
+    assert cli(home, "prune", "--keep", "0")["count"] == 1
+    err = second.request("tasks/get", {"taskId": created["taskId"]})["error"]
+    assert err["code"] == -32602, err
 
 
 def asker(question, choices="main,dev"):
@@ -256,14 +265,22 @@ def test_without_elicitation_the_question_stays_in_the_status_message_for_reply(
     assert done["result"]["structuredContent"]["summary"] == "chose no", done
 
 
-def test_the_server_does_not_exit_before_a_cancelled_task_is_halted(raw, home):
+@pytest.mark.parametrize("end", ["stdin", "SIGINT", "SIGTERM"])
+def test_the_server_does_not_exit_before_a_cancelled_task_is_halted(raw, home, end):
     s = raw()
     # A task slow to stop: SIGTERM is trapped, so the halt waits out the grace, then SIGKILLs.
     stubborn = ["sh", "-c", "trap 'echo term' TERM; while :; do sleep 0.1; done"]
     created = s.call("run", {"command": stubborn, "async": True})
     token = created["statusMessage"].split()[2]
     pid = record(home, token)["started"]["pid"]
-    s.result("tasks/cancel", {"taskId": created["taskId"]})
-    s.close()
+    # Claude Code sends its cancel twice at once, and stops its server with SIGINT at `/exit`.
+    cancel = {"taskId": created["taskId"]}
+    s.send("tasks/cancel", cancel)
+    assert s.result("tasks/cancel", cancel) == {"resultType": "complete"}
+    if end == "stdin":
+        s.close()
+    else:
+        s.proc.send_signal(getattr(signal, end))
+        assert s.proc.wait(timeout=60) == 0
     assert record(home, token)["ended"]["outcome"]["status"] == "cancelled"
     assert not alive(pid)
