@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::budget::TaskResult;
 use super::result;
 use super::server::AgentctlServer;
-use crate::error::{Frontend, Result};
+use crate::error::{Error, Frontend, Result};
 use crate::ops::{self, Halted, TaskView, Wait, human_duration};
 use crate::store::McpTask;
 use crate::task::{Question, Status, one_line_preview};
@@ -40,7 +40,8 @@ pub fn offered(ctx: &RequestContext<RoleServer>) -> bool {
 /// Whether the client can put a question to its user (elicitation): then a task's question
 /// is an input request, else it stays in the status message for `reply`.
 fn elicits(ctx: &RequestContext<RoleServer>) -> bool {
-    ctx.client_capabilities().is_some_and(|c| c.elicitation.is_some())
+    // Forms are what it asks for: declared, or implied by an empty `elicitation` object.
+    ctx.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.form.is_some() || e.url.is_none())
 }
 
 /// How long a task-returning call waits before it hands back the task: no longer than
@@ -68,7 +69,8 @@ fn poll_interval(elapsed_ms: u64) -> u64 {
 /// record (until `agentctl prune`): no time to live.
 fn base(t: &McpTask, v: &TaskView, status: TaskStatus, message: String) -> Task {
     let created = iso(t.created_at_ms);
-    let updated = v.ended_at.clone().unwrap_or_else(|| created.clone());
+    // A task that ended before its handle was made was last updated then.
+    let updated = v.ended_at.clone().filter(|e| *e > created).unwrap_or_else(|| created.clone());
     let mut task = Task::new(&t.id, status, created, updated).with_status_message(message);
     task.ttl_ms = None;
     if !v.status.is_final() {
@@ -83,7 +85,7 @@ fn progress(v: &TaskView) -> String {
     format!("agentctl task {} ({}): {summary}", v.token, v.role)
 }
 
-/// A pending question, as the status message says it.
+/// A pending question, as the status message says it (the newest, when there are several).
 fn asking(v: &TaskView, q: &Question, elicited: bool) -> String {
     let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
     let how = if elicited {
@@ -97,7 +99,8 @@ fn asking(v: &TaskView, q: &Question, elicited: bool) -> String {
 /// The question as an elicitation: a form with one `answer` field (one of the choices, if
 /// it offers some).
 fn input_request(v: &TaskView, q: &Question) -> Option<InputRequest> {
-    let mut answer = json!({"type": "string", "title": "Answer", "description": format!("for task {}", v.token)});
+    let mut answer =
+        json!({"type": "string", "title": "Answer", "description": format!("for task {}", v.token), "minLength": 1});
     if !q.choices.is_empty() {
         answer["enum"] = json!(q.choices);
     }
@@ -122,10 +125,16 @@ impl AgentctlServer {
     fn detailed(&self, t: &McpTask, v: &TaskView, elicited: bool) -> DetailedTask {
         if let Some(q) = &v.pending_question {
             let message = asking(v, q, elicited);
-            if let Some(request) = input_request(v, q).filter(|_| elicited) {
-                let input_requests: InputRequests = [(q.id.clone(), request)].into_iter().collect();
-                let task = base(t, v, TaskStatus::InputRequired, message);
-                return DetailedTask::new(task, TaskPayload::InputRequired { input_requests });
+            if elicited {
+                // Every question still waiting, each under its own id (a task's processes may
+                // ask at once).
+                let waiting = ops::all_pending(&self.store, v.token).unwrap_or_else(|_| vec![q.clone()]);
+                let input_requests: InputRequests =
+                    waiting.iter().filter_map(|q| Some((q.id.clone(), input_request(v, q)?))).collect();
+                if !input_requests.is_empty() {
+                    let task = base(t, v, TaskStatus::InputRequired, message);
+                    return DetailedTask::new(task, TaskPayload::InputRequired { input_requests });
+                }
             }
             return DetailedTask::new(base(t, v, TaskStatus::Working, message), TaskPayload::Working);
         }
@@ -158,14 +167,7 @@ impl AgentctlServer {
     fn handle(&self, id: &str) -> std::result::Result<McpTask, ErrorData> {
         match self.store.mcp_task(id) {
             Ok(Some(t)) => Ok(t),
-            Ok(None) => Err(ErrorData::invalid_params(
-                format!(
-                    "no task {id} in this home (agentctl home {}): it was handed out by another home, pruned, or \
-                     never; `list` shows this home's tasks",
-                    self.store.home().display()
-                ),
-                None,
-            )),
+            Ok(None) => Err(not_found(id, &self.store)),
             Err(e) => Err(internal(&e)),
         }
     }
@@ -177,7 +179,11 @@ impl AgentctlServer {
         ctx: &RequestContext<RoleServer>,
     ) -> std::result::Result<GetTaskResult, ErrorData> {
         let t = self.handle(&p.task_id)?;
-        let v = ops::status(&self.store, t.token).map_err(|e| internal(&e))?;
+        let v = ops::status(&self.store, t.token).map_err(|e| match e {
+            // Pruned between the two reads.
+            Error::UnknownToken { .. } => not_found(&p.task_id, &self.store),
+            e => internal(&e),
+        })?;
         Ok(GetTaskResult::new(self.detailed(&t, &v, elicits(ctx))))
     }
 
@@ -196,30 +202,63 @@ impl AgentctlServer {
         Ok(())
     }
 
-    /// `tasks/update`: answers to the task's question. Keys that name no question of the task
-    /// still waiting (answered already, withdrawn, never asked) are ignored, as the extension
-    /// says; so are responses that are not a form's accepted `answer`, a decline aside.
+    /// `tasks/update`: answers to the task's questions. Keys that name no question of the
+    /// task still waiting (answered already, withdrawn, never asked) are ignored, as the
+    /// extension says, and so is `cancel` (the form was dismissed: the question stays open, for
+    /// a later form or `reply`). `decline` tells the worker the user would not answer. An
+    /// accepted answer that cannot be used (not a non-empty `answer` text within the limit) is
+    /// refused, and the question stays open.
     pub(super) fn update_native(&self, p: UpdateTaskParams) -> std::result::Result<(), ErrorData> {
         let t = self.handle(&p.task_id)?;
+        let waiting = ops::all_pending(&self.store, t.token).map_err(|e| internal(&e))?;
         for (id, response) in &p.input_responses {
-            let Ok(Some(q)) = self.store.question(id) else { continue };
-            if q.token != t.token {
+            if !waiting.iter().any(|q| &q.id == id) {
                 continue;
             }
             let answer = match response.get("action").and_then(Value::as_str) {
                 Some("accept") => match response.pointer("/content/answer").and_then(Value::as_str) {
                     Some(a) => a.to_owned(),
-                    None => continue,
+                    None => {
+                        return Err(ErrorData::invalid_params(
+                            format!(
+                                "the response to {id} accepts no `answer` text: send content {{\"answer\": \"…\"}}"
+                            ),
+                            None,
+                        ));
+                    }
                 },
-                Some("decline") => "[no answer: the user declined to answer]".to_owned(),
-                Some("cancel") => "[no answer: the user dismissed the question]".to_owned(),
+                Some("decline") => DECLINED.to_owned(),
                 _ => continue,
             };
-            // Settled meanwhile (by `reply`, or the task ended): nothing to do.
-            let _ = ops::reply(&self.store, id, &answer);
+            if answer.is_empty() || answer.len() > ops::MAX_MESSAGE {
+                return Err(ErrorData::invalid_params(
+                    format!("the answer to {id} must be 1 to {} bytes of text", ops::MAX_MESSAGE),
+                    None,
+                ));
+            }
+            match ops::reply(&self.store, id, &answer) {
+                // Refused: settled meanwhile (by `reply`, or the task ended); nothing to answer.
+                Ok(_) | Err(Error::Usage(_)) => {}
+                Err(e) => return Err(internal(&e)),
+            }
         }
         Ok(())
     }
+}
+
+/// What a worker is told when the user declines its question.
+const DECLINED: &str = "[no answer: the user declined to answer]";
+
+/// The error for a taskId this home does not know (invalid params, as the extension says).
+fn not_found(id: &str, store: &crate::store::Store) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "no task {id} in this home (agentctl home {}): it was handed out by another home, pruned, or never; \
+             `list` shows this home's tasks",
+            store.home().display()
+        ),
+        None,
+    )
 }
 
 /// A failure of the store as a JSON-RPC internal error.

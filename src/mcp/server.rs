@@ -12,11 +12,11 @@ use std::time::Duration;
 
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::model::{
-    CallToolResult, CancelTaskMethod, CancelTaskParams, CompleteRequestMethod, CompleteRequestParams, CompleteResult,
-    GetTaskMethod, GetTaskParams, GetTaskResult, Implementation, InitializeRequestParams, InitializeResult,
-    ListPromptsRequestMethod, ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult,
-    ListResourcesRequestMethod, ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam,
-    ProtocolVersion, ServerCapabilities, ServerConfig, UpdateTaskMethod, UpdateTaskParams,
+    CallToolResult, CancelTaskParams, CompleteRequestMethod, CompleteRequestParams, CompleteResult, GetTaskParams,
+    GetTaskResult, Implementation, InitializeRequestParams, InitializeResult, ListPromptsRequestMethod,
+    ListPromptsResult, ListResourceTemplatesRequestMethod, ListResourceTemplatesResult, ListResourcesRequestMethod,
+    ListResourcesResult, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities, ServerConfig,
+    TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::transport::IntoTransport;
@@ -144,6 +144,10 @@ impl Connection {
 /// Serve MCP on stdin/stdout until the client goes away (stdin at its end, before or after
 /// initialization: a clean exit). A bad `--agents` file is refused before anything is served.
 pub async fn serve(store: Store, options: Options) -> Result<()> {
+    // Clients stop their servers with a signal as often as by closing stdin (Claude Code sends
+    // SIGINT at `/exit`): either is a clean end, from the first moment.
+    let mut stop =
+        Box::pin(stop_signal().map_err(|e| Error::Internal(format!("cannot watch for SIGINT and SIGTERM: {e}")))?);
     if let Some(file) = &options.agents_file {
         ops::check_agents_file(&store, file)?;
     }
@@ -156,10 +160,6 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
     }
     let server = AgentctlServer::new(store.clone(), options)?;
     let conn = server.conn.clone();
-    // Clients stop their servers with a signal as often as by closing stdin (Claude Code sends
-    // SIGINT at `/exit`): either is a clean end.
-    let mut stop =
-        Box::pin(stop_signal().map_err(|e| Error::Internal(format!("cannot watch for SIGINT and SIGTERM: {e}")))?);
     let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
     let started = tokio::select! {
         started = server.serve(Gate::new(stdio)) => started,
@@ -251,18 +251,6 @@ impl AgentctlServer {
     }
 }
 
-/// The `tasks/*` methods exist from protocol 2026-07-28 on: in an older session (one that
-/// began with `initialize`) there are none.
-fn tasks_method<M: rmcp::model::ConstString + Default>(
-    ctx: &RequestContext<RoleServer>,
-) -> std::result::Result<(), ErrorData> {
-    if ctx.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str()) {
-        Ok(())
-    } else {
-        Err(ErrorData::method_not_found::<M>())
-    }
-}
-
 /// What a call the client cancelled answers (clients normally discard it).
 pub(super) fn cancelled(tokens: &[Token]) -> Error {
     let tokens: Vec<String> = tokens.iter().map(Token::to_string).collect();
@@ -292,8 +280,14 @@ impl ServerHandler for AgentctlServer {
     ) -> std::result::Result<InitializeResult, ErrorData> {
         context.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
-        // Protocols with `initialize` predate the tasks extension: their sessions are as before.
-        result.capabilities.extensions = None;
+        // Protocols with `initialize` predate the tasks extension: their sessions are as before
+        // (the gate refuses `tasks/*` in them).
+        if let Some(extensions) = result.capabilities.extensions.as_mut() {
+            extensions.remove(TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                result.capabilities.extensions = None;
+            }
+        }
         Ok(result)
     }
 
@@ -302,25 +296,22 @@ impl ServerHandler for AgentctlServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> std::result::Result<GetTaskResult, ErrorData> {
-        tasks_method::<GetTaskMethod>(&context)?;
         self.get_native(request, &context).await
     }
 
     async fn update_task(
         &self,
         request: UpdateTaskParams,
-        context: RequestContext<RoleServer>,
+        _: RequestContext<RoleServer>,
     ) -> std::result::Result<(), ErrorData> {
-        tasks_method::<UpdateTaskMethod>(&context)?;
         self.update_native(request)
     }
 
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
-        context: RequestContext<RoleServer>,
+        _: RequestContext<RoleServer>,
     ) -> std::result::Result<(), ErrorData> {
-        tasks_method::<CancelTaskMethod>(&context)?;
         self.cancel_native(request)
     }
 

@@ -46,19 +46,23 @@ pub fn inbox_session(token: Token) -> String {
     format!("inbox-{token}")
 }
 
-/// The question task `token` waits on, if its asker still waits: one whose `ask-lead` was
-/// killed (an agent's tool timeout, say) is withdrawn here.
+/// The newest question task `token` waits on, if its asker still waits (see `all_pending`).
 pub fn pending(store: &Store, token: Token) -> Result<Option<Question>> {
-    while let Some(q) = store.pending_question(token)? {
-        if holder_alive(&q.asker) {
-            return Ok(Some(q));
-        }
+    Ok(all_pending(store, token)?.into_iter().next())
+}
+
+/// The questions task `token` waits on whose askers still wait, newest first: one whose
+/// `ask-lead` was killed (an agent's tool timeout, say) is withdrawn here.
+pub fn all_pending(store: &Store, token: Token) -> Result<Vec<Question>> {
+    let mut waiting = store.pending_questions(token)?;
+    waiting.retain(|q| {
         // Nobody waits for it, whether or not the withdrawal can be written (a read-only home).
-        if store.settle_question(&q.id, None).is_err() {
-            break;
+        holder_alive(&q.asker) || {
+            let _ = store.settle_question(&q.id, None);
+            false
         }
-    }
-    Ok(None)
+    });
+    Ok(waiting)
 }
 
 /// Ask the lead of the task this runs in, and wait up to `limit` (`None`: for ever) for the

@@ -14,7 +14,7 @@ mod wait;
 mod watch;
 
 pub use agents::check_agents_file;
-pub use converse::{Asked, ask_lead, inbox, reply, send};
+pub use converse::{Asked, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,

@@ -43,17 +43,22 @@ fn well_formed(id: &str) -> bool {
 
 impl Store {
     /// Hand out an MCP task for task `token`, recorded durably before it is returned (a
-    /// `tasks/get` for it must find it at once).
+    /// `tasks/get` for it must find it at once). A task pruned meanwhile gets none.
     pub fn create_mcp_task(&self, token: Token) -> Result<McpTask> {
         let id = fresh_id().ok_or_else(|| Error::Internal("the system gave no random numbers for a task id".into()))?;
         let created_at_ms = unix_ms(SystemTime::now());
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
-        tx.execute(
-            "INSERT INTO mcp_tasks (id, token, created_at_ms) VALUES (?1, ?2, ?3)",
-            params![id, token.as_str(), created_at_ms as i64],
-        )
-        .map_err(err(what))?;
+        let added = tx
+            .execute(
+                "INSERT INTO mcp_tasks (id, token, created_at_ms) \
+                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM tasks WHERE token = ?2)",
+                params![id, token.as_str(), created_at_ms as i64],
+            )
+            .map_err(err(what))?;
+        if added == 0 {
+            return Err(Error::UnknownToken { token, home: self.home().to_path_buf() });
+        }
         tx.commit().map_err(err(what))?;
         Ok(McpTask { id, token, created_at_ms })
     }

@@ -10,6 +10,9 @@ use super::db::{self, err};
 use crate::error::{Error, Result};
 use crate::task::{Event, EventKind, Question, QuestionState, Role, Token, question_id, unix_ms};
 
+/// The most pending questions of one task read at once.
+const MAX_PENDING: usize = 100;
+
 fn what() -> String {
     "cannot record a question in the store".to_owned()
 }
@@ -80,10 +83,11 @@ impl Store {
         read(&conn, "id = ?1", id)
     }
 
-    /// The question task `token` waits on, if any.
-    pub fn pending_question(&self, token: Token) -> Result<Option<Question>> {
+    /// The questions task `token` waits on, newest first (at most `MAX_PENDING`: each one is
+    /// a process of the task blocked in `ask-lead`).
+    pub fn pending_questions(&self, token: Token) -> Result<Vec<Question>> {
         let conn = self.db()?;
-        read(&conn, "token = ?1 AND state = 0", token.as_str())
+        read_all(&conn, "token = ?1 AND state = 0", token.as_str(), MAX_PENDING)
     }
 
     /// Settle pending question `id` as answered with `answer`, or withdrawn (`None`). `None`
@@ -145,12 +149,18 @@ impl Store {
 
 /// The newest question where `condition` (on `?1` = `value`) holds.
 fn read(conn: &Connection, condition: &str, value: &str) -> Result<Option<Question>> {
+    Ok(read_all(conn, condition, value, 1)?.into_iter().next())
+}
+
+/// Up to `limit` questions where `condition` (on `?1` = `value`) holds, newest first.
+fn read_all(conn: &Connection, condition: &str, value: &str, limit: usize) -> Result<Vec<Question>> {
     let sql = format!(
         "SELECT id, token, text, choices, state, answer, asker FROM questions WHERE {condition} \
-         ORDER BY asked_at_ms DESC, id DESC LIMIT 1"
+         ORDER BY asked_at_ms DESC, id DESC LIMIT {limit}"
     );
-    let row = conn
-        .query_row(&sql, [value], |r| {
+    let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
+    let rows = stmt
+        .query_map([value], |r| {
             Ok((
                 r.get::<_, String>(0)?,
                 r.get::<_, String>(1)?,
@@ -161,10 +171,13 @@ fn read(conn: &Connection, condition: &str, value: &str) -> Result<Option<Questi
                 r.get::<_, String>(6)?,
             ))
         })
-        .optional()
         .map_err(err(what))?;
-    let Some((id, token, text, choices, state, answer, asker)) = row else { return Ok(None) };
-    let token = Token::parse(&token).map_err(|_| Error::Internal(format!("question {id} names no task")))?;
-    let choices = serde_json::from_str(&choices).unwrap_or_default();
-    Ok(Some(Question { id, token, text, choices, state: QuestionState::from_code(state), answer, asker }))
+    let mut out = Vec::new();
+    for row in rows {
+        let (id, token, text, choices, state, answer, asker) = row.map_err(err(what))?;
+        let token = Token::parse(&token).map_err(|_| Error::Internal(format!("question {id} names no task")))?;
+        let choices = serde_json::from_str(&choices).unwrap_or_default();
+        out.push(Question { id, token, text, choices, state: QuestionState::from_code(state), answer, asker });
+    }
+    Ok(out)
 }
