@@ -29,6 +29,9 @@ pub struct TaskResult {
     pub signal: Option<i32>,
     pub elapsed_ms: u64,
     pub line_count: u64,
+    /// How many times the agent ran, when more than once (rate-limited runs run again).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
     /// The wait ran out with the task still running.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
@@ -74,6 +77,7 @@ impl TaskResult {
             signal: v.signal,
             elapsed_ms: v.elapsed_ms,
             line_count: v.line_count,
+            attempts: (v.attempts > 1).then_some(v.attempts),
             timed_out: v.timed_out,
             question: v.pending_question.as_ref().map(AskedQuestion::of),
             session: (!v.status.is_final()).then(|| v.session.clone()),
@@ -309,6 +313,7 @@ mod tests {
             signal: None,
             elapsed_ms: 1,
             line_count: 1,
+            attempts: None,
             timed_out: false,
             question: None,
             session: None,

@@ -1,6 +1,5 @@
 //! Starting tasks: `ask` (a role's template) and `run` (any argv), then the hybrid wait.
 
-use std::collections::BTreeMap;
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -9,7 +8,7 @@ use super::events::session_of;
 use super::view::TaskView;
 use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task, refresh};
 use crate::agents::Agents;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
@@ -60,7 +59,7 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
 /// start are refused before (or, for exec errors, as) the task is created.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
-    let (template, source, question) = match &req.what {
+    let (template, source, question, place) = match &req.what {
         What::Ask { question, agents_file } => {
             let agents = Agents::load(store.home(), agents_file.as_deref())?;
             let r = agents.resolve(&req.role);
@@ -69,11 +68,12 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
                 agents.config_hint(store.home()).display(),
                 role = req.role
             );
-            (r.template, format!("role `{}` uses {}; {hint}", req.role, r.source), question.clone())
+            let place = format!("role `{}` ({})", req.role, r.source);
+            (r.template, format!("role `{}` uses {}; {hint}", req.role, r.source), question.clone(), place)
         }
         What::Run { argv } => {
-            let t = Template { command: argv.clone(), cwd: None, env: BTreeMap::new(), timeout: None, result: None };
-            (t, "check the command".to_owned(), String::new())
+            let t = Template { command: argv.clone(), ..Template::default() };
+            (t, "check the command".to_owned(), String::new(), String::new())
         }
     };
     let base = std::env::current_dir().ctx(|| "cannot read the current directory".into())?;
@@ -81,6 +81,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     if !cwd.is_dir() {
         return Err(Error::Usage(format!("working directory {} does not exist", cwd.display())));
     }
+    let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
         (None, Some(t)) => Some(parse_duration(t)?),
@@ -134,6 +135,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             deadline_ms: deadline.map(|d| d.as_millis() as u64),
             grace_ms: DEFAULT_GRACE.as_millis() as u64,
             result: template.result_from(),
+            retry: retry.clone(),
         };
         let rec = TaskRecord {
             token,
@@ -143,6 +145,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             created_at_ms: unix_ms(SystemTime::now()),
             started: None,
             ended: None,
+            retries: 0,
+            retry_at_ms: None,
         };
         Ok((rec, spec))
     };

@@ -37,6 +37,8 @@ pub struct TaskView {
     /// The question the task waits on its lead to answer (`reply`), while it runs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_question: Option<Question>,
+    /// How many times its agent ran: more than once after rate-limited runs (`retry_on`).
+    pub attempts: u32,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
@@ -84,7 +86,12 @@ impl TaskView {
             let read = files::open(&log_path, Access::Read).and_then(|mut f| crate::summary::last_line(&mut f));
             let last = read.as_ref().ok().cloned().flatten();
             note(read.map(drop));
-            Some(progress_line(status, elapsed_ms, line_count, last.as_deref()))
+            let mut line = progress_line(status, elapsed_ms, line_count, last.as_deref());
+            if let Some(at) = rec.retry_at_ms {
+                let left = at.saturating_sub(unix_ms(SystemTime::now()));
+                line = format!("rate-limited: run {} starts in {}; {line}", rec.retries + 2, human_duration(left));
+            }
+            Some(line)
         };
         let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
@@ -107,6 +114,7 @@ impl TaskView {
             session: rec.session.clone(),
             question: rec.preview.clone(),
             pending_question,
+            attempts: rec.retries + u32::from(rec.started.is_some() || rec.retries > 0),
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })
@@ -119,6 +127,9 @@ impl TaskView {
         let mut out = format!("task {} ({}) {}", self.token, self.role, self.status);
         if self.status.is_final() {
             out.push_str(&format!(" in {}", human_duration(self.elapsed_ms)));
+            if self.attempts > 1 {
+                out.push_str(&format!(" after {} runs", self.attempts));
+            }
             if let Some(c) = self.exit_code {
                 out.push_str(&format!(", exit {c}"));
             }

@@ -70,6 +70,22 @@ impl LogWatch {
             .open(Path::new("/proc/self/fd").join(self.file.as_raw_fd().to_string()))
     }
 
+    /// The log's size now.
+    pub fn size(&self) -> u64 {
+        self.file.metadata().map_or(0, |m| m.len())
+    }
+
+    /// The last `window` bytes of the log written from offset `from` on.
+    pub fn tail(&self, from: u64, window: u64) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let end = self.size();
+        let start = from.max(end.saturating_sub(window));
+        let mut buf = vec![0; (end - start.min(end)) as usize];
+        let n = self.file.read_at(&mut buf, start).unwrap_or(0);
+        buf.truncate(n);
+        buf
+    }
+
     /// Save the count for other processes, at most every `PUBLISH_EVERY`; a count held back is
     /// published when its time comes (see `due`).
     pub fn publish(&mut self) {

@@ -25,7 +25,7 @@ use super::unix::{
 };
 use crate::error::{IoContext, Result};
 use crate::store::Store;
-use crate::task::{Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
+use crate::task::{OUTPUT_WINDOW, Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
@@ -88,6 +88,8 @@ struct Supervisor {
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
     log: LogWatch,
+    /// Where in the log the agent's latest run began (after a rate-limited run, the next).
+    run_start: u64,
     _lock: OwnedFd,
 }
 
@@ -182,6 +184,7 @@ impl Supervisor {
             kill_at: None,
             killed: false,
             log,
+            run_start: 0,
             _lock: lock,
         }))
     }
@@ -189,6 +192,9 @@ impl Supervisor {
     fn run(&mut self) {
         let (code, signal) = loop {
             if let Some(exit) = self.agent_exit() {
+                if self.run_again(exit) {
+                    continue;
+                }
                 break exit;
             }
             let wake = [
@@ -201,6 +207,76 @@ impl Supervisor {
             self.on_timers();
         };
         self.finish(code, signal);
+    }
+
+    /// After a run that the template's `retry_on` calls rate-limited (and retries are left):
+    /// end what the run left, wait out the back-off while answering clients, and start the
+    /// agent again. False when the task ends with this run instead: no policy, no match, no
+    /// retries left, halted or past its deadline (before or during the back-off), or the agent
+    /// could not start again.
+    fn run_again(&mut self, (code, signal): (Option<i32>, Option<i32>)) -> bool {
+        let Some(policy) = self.spec.retry.clone() else { return false };
+        if self.stop.is_some()
+            || self.rec.retries >= policy.max_retries
+            || !policy.matches(code, &self.log.tail(self.run_start, OUTPUT_WINDOW))
+        {
+            return false;
+        }
+        let n = self.rec.retries + 1;
+        let how = match (code, signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (_, Some(s)) => format!("signal {s}"),
+            _ => "its output".to_owned(),
+        };
+        self.add_note(format!("run {n} was rate-limited ({how})"));
+        // What this run left goes first, as at a task's end (its zombie keeps its group id).
+        if !own_leftovers(self.child).is_empty() {
+            signal_group(self.child, Signal::SIGTERM);
+            signal_group(self.child, Signal::SIGCONT);
+        }
+        self.end_leftovers();
+        let delay = policy.delay(n);
+        let at = Instant::now() + delay;
+        self.rec.retry_at_ms = Some(unix_ms(SystemTime::now()) + delay.as_millis() as u64);
+        let _ = self.store.write_record(&self.rec);
+        while self.stop.is_none() && Instant::now() < at {
+            let wake = [Some(at), self.deadline, self.log.due, self.log.look_at];
+            self.poll_once(wake.into_iter().flatten().min());
+            self.on_timers();
+        }
+        self.rec.retry_at_ms = None;
+        if self.stop.is_some() {
+            let _ = self.store.write_record(&self.rec);
+            return false;
+        }
+        let respawned =
+            self.log.open_for_agent().map_err(|e| e.to_string()).and_then(|out| spawn_agent(&out, &self.spec));
+        let pid = match respawned {
+            Ok(pid) => pid,
+            Err(msg) => {
+                self.add_note(format!("run {} could not start: {msg}", n + 1));
+                let _ = self.store.write_record(&self.rec);
+                return false;
+            }
+        };
+        let _ = waitpid(self.child, None);
+        self.child = pid;
+        (self.killed, self.kill_at) = (false, None);
+        self.run_start = self.log.size();
+        self.rec.retries = n;
+        if let Some(started) = self.rec.started.as_mut() {
+            started.pid = pid.as_raw();
+        }
+        let _ = self.store.write_record(&self.rec);
+        true
+    }
+
+    /// Add `note` to what the end will note.
+    fn add_note(&mut self, note: String) {
+        self.note = Some(match self.note.take() {
+            Some(n) => format!("{n}; {note}"),
+            None => note,
+        });
     }
 
     /// The agent's exit code or signal, once it has exited (left unreaped, so its process group

@@ -22,6 +22,16 @@ pub struct TaskRecord {
     pub created_at_ms: u64,
     pub started: Option<Started>,
     pub ended: Option<Ended>,
+    /// How many times the agent was run again after a rate-limited run (`retry_on`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// While it waits to run again: when it will (ms since the epoch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at_ms: Option<u64>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Set once the agent process exists.
@@ -119,6 +129,8 @@ mod tests {
             created_at_ms: 1_000,
             started: None,
             ended: None,
+            retries: 0,
+            retry_at_ms: None,
         }
     }
 

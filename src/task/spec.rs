@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::ResultFrom;
+use super::{ResultFrom, RetryPolicy};
 
 /// The command, directory, extra environment and limits of one task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -27,4 +27,7 @@ pub struct TaskSpec {
     /// Where the summary comes from.
     #[serde(default)]
     pub result: ResultFrom,
+    /// When a run that ended is run again (rate-limited).
+    #[serde(default)]
+    pub retry: Option<RetryPolicy>,
 }

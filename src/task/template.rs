@@ -5,13 +5,14 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::{RetryOn, RetryPolicy};
 use crate::error::Error;
 
 /// The longest single argv element Linux accepts (MAX_ARG_STRLEN, 32 pages, less the NUL).
 pub const ARG_MAX_ELEMENT: usize = 32 * 4096 - 1;
 
 /// One `[agents.ROLE]` (or `[default]`) entry of `agents.toml`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Template {
     pub command: Vec<String>,
@@ -22,6 +23,12 @@ pub struct Template {
     /// Where the agent's final answer is found (see `ResultFrom`); unset: the agent's file
     /// when the command names `{result_file}`, else its last response.
     pub result: Option<ResultFrom>,
+    /// The exit codes and output texts that mean a run was rate-limited and is run again.
+    pub retry_on: Option<RetryOn>,
+    /// How often a rate-limited run is run again (default 3).
+    pub max_retries: Option<u32>,
+    /// The wait before the first retry, doubled for each one after (default 10s).
+    pub backoff: Option<String>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.
@@ -84,13 +91,12 @@ impl Template {
     /// The built-in template for roles that `agents.toml` does not name.
     pub fn builtin_default() -> Template {
         let command = ["kiro-cli", "chat", "--no-interactive", "--agent", "{role}", "{question}"];
-        Template {
-            command: command.map(String::from).to_vec(),
-            cwd: None,
-            env: BTreeMap::new(),
-            timeout: None,
-            result: None,
-        }
+        Template { command: command.map(String::from).to_vec(), ..Template::default() }
+    }
+
+    /// When a run of this template is run again (rate-limited), if ever.
+    pub fn retry_policy(&self) -> Result<Option<RetryPolicy>, Error> {
+        RetryPolicy::from_settings(self.retry_on.as_ref(), self.max_retries, self.backoff.as_deref())
     }
 
     /// Where this template's answer comes from.
@@ -188,10 +194,7 @@ mod tests {
     fn placeholders_inside_elements() {
         let t = Template {
             command: vec!["agent".into(), "--q={question}".into(), "{question_file}".into(), "{x}{token}{".into()],
-            cwd: None,
-            env: BTreeMap::new(),
-            timeout: None,
-            result: None,
+            ..Template::default()
         };
         assert!(t.uses_question_file());
         assert_eq!(t.render(&vars("hi")).unwrap(), ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]);

@@ -9,6 +9,7 @@ mod home;
 mod launching;
 mod listing;
 mod load;
+mod retries;
 mod survival;
 mod templates;
 mod waiting;

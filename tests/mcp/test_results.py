@@ -140,3 +140,20 @@ async def test_the_tool_list_and_instructions_stay_small(home):
             assert total < 7 * 1024, (flags, total)
             for word in ("async", "wait_for_event", "await", "logs", "question"):
                 assert word in c.instructions, word
+
+
+async def test_a_rate_limited_run_is_run_again_and_the_result_counts_the_attempts(home, tmp_path):
+    counter = tmp_path / "runs"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.toml").write_text(
+        f'[agents.limited]\ncommand = ["{FAKE}", "limited", "{counter}", "2"]\n'
+        'retry_on = { exit = [75] }\nbackoff = "100ms"\n'
+    )
+    async with connect(home) as c:
+        r = await c.call_tool("ask", {"role": "limited", "question": "go", "wait_secs": 30})
+        s = r.structured_content
+        assert not r.is_error and (s["status"], s["attempts"], s["summary"]) == ("completed", 2, "answered on run 2"), s
+        assert "after 2 runs" in r.content[0].text
+        # One run: no `attempts` to read.
+        r = await c.call_tool("ask", {"role": "limited", "question": "again", "wait_secs": 30})
+        assert "attempts" not in r.structured_content, r.structured_content
