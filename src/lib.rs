@@ -21,6 +21,7 @@
 //! - [`ops`] holds the operations, shared by every front-end
 //! - [`cli`] is the command line
 //! - [`mcp`] is the MCP server, over the same `ops`
+//! - [`worktree`] gives tasks git worktrees of their own and counts what they changed
 
 pub mod agents;
 pub mod cli;
@@ -31,3 +32,4 @@ pub mod store;
 pub mod summary;
 pub mod supervisor;
 pub mod task;
+pub mod worktree;

@@ -86,6 +86,12 @@ pub struct LaunchArgs {
     /// Halt the task as `expired` once it has run this long
     #[arg(long, value_name = "D")]
     pub timeout: Option<String>,
+    /// Run it in a git worktree of its own (branch agentctl/TOKEN), from HEAD or --base
+    #[arg(long)]
+    pub worktree: bool,
+    /// The commit or branch the worktree starts from [default: HEAD]; implies --worktree
+    #[arg(long, value_name = "REF")]
+    pub base: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -267,4 +273,7 @@ pub struct PruneArgs {
     /// Only list what would be removed
     #[arg(long)]
     pub dry_run: bool,
+    /// Also delete the branches (agentctl/TOKEN) of their worktrees, which are kept otherwise
+    #[arg(long)]
+    pub purge: bool,
 }

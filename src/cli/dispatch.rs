@@ -210,6 +210,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 older_than: p.older_than.as_deref().map(parse_duration).transpose()?,
                 keep: p.keep,
                 dry_run: p.dry_run,
+                purge: p.purge,
             };
             out.pruned(&ops::prune(&Store::existing(&home)?, rule)?);
             Ok(ExitCode::SUCCESS)
@@ -251,6 +252,7 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Resul
         session: l.session.clone(),
         deadline: l.timeout.as_deref().map(parse_duration).transpose()?,
         wait,
+        worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
     })
 }
 

@@ -32,6 +32,9 @@ pub struct TaskResult {
     /// How many times the agent ran, when more than once (rate-limited runs run again).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+    /// What it changed in its git worktree (`worktree = true`), once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::worktree::Changes>,
     /// The wait ran out with the task still running.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
@@ -78,6 +81,7 @@ impl TaskResult {
             elapsed_ms: v.elapsed_ms,
             line_count: v.line_count,
             attempts: (v.attempts > 1).then_some(v.attempts),
+            changes: v.changes.clone(),
             timed_out: v.timed_out,
             question: v.pending_question.as_ref().map(AskedQuestion::of),
             session: (!v.status.is_final()).then(|| v.session.clone()),
@@ -105,6 +109,9 @@ impl TaskResult {
             if let Some(text) = value {
                 out.push_str(&format!("\n{label}: {text}"));
             }
+        }
+        if let Some(c) = &self.changes {
+            out.push_str(&format!("\nchanges: {}", c.line()));
         }
         if let Some(q) = &self.question {
             let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
@@ -314,6 +321,7 @@ mod tests {
             elapsed_ms: 1,
             line_count: 1,
             attempts: None,
+            changes: None,
             timed_out: false,
             question: None,
             session: None,

@@ -42,6 +42,9 @@ struct EventResult {
     question_id: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     choices: Vec<String>,
+    /// For `task_finished` of a task in a worktree: what it changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    changes: Option<crate::worktree::Changes>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
     /// What to call next.
@@ -67,6 +70,9 @@ impl EventResult {
         }
         if !self.choices.is_empty() {
             out.push_str(&format!("\nchoices: {}", self.choices.join(", ")));
+        }
+        if let Some(c) = &self.changes {
+            out.push_str(&format!("\nchanges: {}", c.line()));
         }
         out.push_str(&format!("\nnext: {}", self.next));
         out
@@ -198,6 +204,7 @@ impl EventResult {
             text: None,
             question_id: None,
             choices: Vec::new(),
+            changes: None,
             note,
             next,
         }
@@ -216,6 +223,7 @@ impl AgentctlServer {
         r.text = event.text;
         r.question_id = event.question_id;
         r.choices = event.choices;
+        r.changes = event.changes;
         match event.kind {
             EventKind::Timeout => {
                 r.next = "nothing arrived in time: call `wait_for_event` again to keep waiting".into()

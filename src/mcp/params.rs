@@ -242,6 +242,7 @@ impl LaunchOptions {
             session: self.session,
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             wait,
+            worktree: None,
         };
         Ok(LaunchRequest { launch, note })
     }

@@ -46,6 +46,9 @@ pub struct Launch {
     /// Halt the task (as `expired`) once it has run this long.
     pub deadline: Option<Duration>,
     pub wait: Wait,
+    /// Run it in a git worktree of its own, from this base (`None`: HEAD); the template's
+    /// `worktree = true` asks for one from HEAD too.
+    pub worktree: Option<Option<String>>,
 }
 
 /// Start a task and wait as asked: `launch`, then `settle`.
@@ -81,6 +84,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     if !cwd.is_dir() {
         return Err(Error::Usage(format!("working directory {} does not exist", cwd.display())));
     }
+    let worktree = req.worktree.clone().or_else(|| template.worktree.then_some(None));
     let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
@@ -127,15 +131,24 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             What::Run { argv } => one_line_preview(&shell_words(argv), 80),
         };
         write_private(&store.log_path(&req.role, token), b"")?;
+        let (worktree, cwd) = match &worktree {
+            Some(base) => {
+                let (wt, inside) =
+                    blocking(|| crate::worktree::create(token, &cwd, base.as_deref(), &store.worktree_path(token)))?;
+                (Some(wt), inside)
+            }
+            None => (None, cwd.clone()),
+        };
         let spec = TaskSpec {
             argv,
             program: Some(program.clone()),
-            cwd: cwd.clone(),
+            cwd,
             env,
             deadline_ms: deadline.map(|d| d.as_millis() as u64),
             grace_ms: DEFAULT_GRACE.as_millis() as u64,
             result: template.result_from(),
             retry: retry.clone(),
+            worktree,
         };
         let rec = TaskRecord {
             token,
@@ -147,6 +160,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             ended: None,
             retries: 0,
             retry_at_ms: None,
+            changes: None,
         };
         Ok((rec, spec))
     };
@@ -157,7 +171,12 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
     // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
     // CLI does it in place, single-threaded, so that it can fork its supervisor.
-    rec.started = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
+    rec.started = blocking(|| supervisor::launch(store, &rec, &spec, lock)).inspect_err(|_| {
+        // A task that was not saved leaves no worktree either.
+        if let (Some(wt), Err(Error::UnknownToken { .. })) = (&spec.worktree, store.read_record(token)) {
+            crate::worktree::remove(wt, true);
+        }
+    })?;
     Ok(rec)
 }
 

@@ -20,6 +20,8 @@ pub struct PruneRule {
     pub keep: Option<usize>,
     /// Only say what would be removed.
     pub dry_run: bool,
+    /// Also delete the branches (`agentctl/TOKEN`) of the removed tasks' worktrees.
+    pub purge: bool,
 }
 
 /// What `prune` removed (or would remove).
@@ -75,6 +77,7 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
             let Some(lock) = lock else { continue };
             batch.push((rec, lock));
             if batch.len() == BATCH {
+                remove_worktrees(store, batch.iter().map(|(r, _)| r.token), rule.purge);
                 events_removed += store.remove_tasks(batch.iter().map(|(r, _)| r))?;
                 batch.clear();
             }
@@ -82,6 +85,7 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
         removed.push(view);
     }
     if !batch.is_empty() {
+        remove_worktrees(store, batch.iter().map(|(r, _)| r.token), rule.purge);
         events_removed += store.remove_tasks(batch.iter().map(|(r, _)| r))?;
     }
     drop(batch);
@@ -93,4 +97,17 @@ pub fn prune(store: &Store, rule: PruneRule) -> Result<Pruned> {
     }
     let strays_removed = store.remove_strays(STRAY_AGE, rule.dry_run)?;
     Ok(Pruned { count: removed.len(), removed, events_removed, strays_removed, dry_run: rule.dry_run })
+}
+
+/// Remove the worktrees of `tasks` (each task's own: no other task's is touched), and with
+/// `branches` their branches too.
+fn remove_worktrees(store: &Store, tasks: impl Iterator<Item = Token>, branches: bool) {
+    for t in tasks {
+        if !store.worktree_path(t).is_dir() && !branches {
+            continue;
+        }
+        if let Ok(Some(wt)) = store.read_spec(t).map(|s| s.worktree) {
+            crate::worktree::remove(&wt, branches);
+        }
+    }
 }

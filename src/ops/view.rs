@@ -39,6 +39,14 @@ pub struct TaskView {
     pub pending_question: Option<Question>,
     /// How many times its agent ran: more than once after rate-limited runs (`retry_on`).
     pub attempts: u32,
+    /// Its git worktree (`--worktree`) while it exists, and the bytes it takes (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree: Option<PathBuf>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worktree_bytes: Option<u64>,
+    /// What it changed in its worktree, once it ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::worktree::Changes>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
@@ -94,6 +102,7 @@ impl TaskView {
             Some(line)
         };
         let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
+        let worktree = Some(store.worktree_path(rec.token)).filter(|p| p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {
@@ -115,6 +124,9 @@ impl TaskView {
             question: rec.preview.clone(),
             pending_question,
             attempts: rec.retries + u32::from(rec.started.is_some() || rec.retries > 0),
+            worktree_bytes: worktree.as_deref().filter(|_| with_summary).map(crate::worktree::disk_use),
+            worktree,
+            changes: rec.changes.clone(),
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })
@@ -152,6 +164,13 @@ impl TaskView {
             }
         }
         out.push_str(&format!("log: {}\n", self.log_path.display()));
+        if let Some(wt) = &self.worktree {
+            let size = self.worktree_bytes.map(|b| format!(" ({})", human_bytes(b))).unwrap_or_default();
+            out.push_str(&format!("worktree: {}{size}\n", wt.display()));
+        }
+        if let Some(c) = &self.changes {
+            out.push_str(&format!("changes: {}\n", c.line()));
+        }
         match (&self.summary, self.status.is_final()) {
             (Some(s), true) if !s.is_empty() => out.push_str(&format!("\n{s}\n")),
             (Some(s), false) => out.push_str(&format!("{s}\n")),
@@ -171,6 +190,16 @@ pub fn human_duration(ms: u64) -> String {
         0..60 => format!("{:.1}s", ms as f64 / 1000.0),
         60..3600 => format!("{}m{:02}s", s / 60, s % 60),
         _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// A size as people read it: `512 B`, `3.4 KB`, `12.0 MB`, `1.2 GB`.
+pub fn human_bytes(b: u64) -> String {
+    match b {
+        0..1000 => format!("{b} B"),
+        1000..1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.1} MB", b as f64 / 1e6),
+        _ => format!("{:.1} GB", b as f64 / 1e9),
     }
 }
 

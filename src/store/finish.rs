@@ -116,6 +116,7 @@ impl Store {
         event.status = Some(rec.status());
         event.exit_code = exit_code;
         event.summary = Some(summary_preview(&summary));
+        event.changes = rec.changes.clone();
         let ended = rec.clone();
         // The final record and its event in one transaction: whoever the event wakes reads the
         // end, and a crash leaves both or neither.

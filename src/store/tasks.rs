@@ -123,6 +123,10 @@ impl Store {
     }
 
     /// The task's lock file.
+    pub fn worktree_path(&self, t: Token) -> PathBuf {
+        self.home.join("worktrees").join(t.as_str())
+    }
+
     pub fn lock_path(&self, t: Token) -> PathBuf {
         self.task_dir(t).join("lock")
     }

@@ -406,6 +406,13 @@ impl Supervisor {
             });
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
+        if let Some(wt) = &self.spec.worktree {
+            let scratch = self.store.task_dir(self.rec.token).join("changes.index");
+            match crate::worktree::changes(wt, &scratch) {
+                Ok(c) => self.rec.changes = Some(c),
+                Err(e) => self.add_note(format!("cannot count what changed in the worktree: {e}")),
+            }
+        }
         // Recording the end takes a few descriptors, which a supervisor at its limit would not have.
         self.clients.release_spares();
         // Counted and summarized from the file the agent wrote, whatever became of its name.

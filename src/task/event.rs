@@ -82,6 +82,9 @@ pub struct Event {
     pub question_id: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub choices: Vec<String>,
+    /// For `task_finished` of a task in a worktree: what it changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::worktree::Changes>,
 }
 
 impl Event {
@@ -100,6 +103,7 @@ impl Event {
             text: None,
             question_id: None,
             choices: Vec::new(),
+            changes: None,
         }
     }
 

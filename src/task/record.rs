@@ -28,6 +28,9 @@ pub struct TaskRecord {
     /// While it waits to run again: when it will (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at_ms: Option<u64>,
+    /// What it changed in its worktree, counted when it ended (`--worktree`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<crate::worktree::Changes>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -131,6 +134,7 @@ mod tests {
             ended: None,
             retries: 0,
             retry_at_ms: None,
+            changes: None,
         }
     }
 

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::{ResultFrom, RetryPolicy};
+use crate::worktree::Worktree;
 
 /// The command, directory, extra environment and limits of one task.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -30,4 +31,7 @@ pub struct TaskSpec {
     /// When a run that ended is run again (rate-limited).
     #[serde(default)]
     pub retry: Option<RetryPolicy>,
+    /// The git worktree the task works in (`--worktree`), whose changes its end counts.
+    #[serde(default)]
+    pub worktree: Option<Worktree>,
 }

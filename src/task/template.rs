@@ -29,6 +29,9 @@ pub struct Template {
     pub max_retries: Option<u32>,
     /// The wait before the first retry, doubled for each one after (default 10s).
     pub backoff: Option<String>,
+    /// Run each task in a git worktree of its own (as `--worktree`).
+    #[serde(default)]
+    pub worktree: bool,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.

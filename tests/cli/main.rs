@@ -13,3 +13,4 @@ mod retries;
 mod survival;
 mod templates;
 mod waiting;
+mod worktrees;
