@@ -160,6 +160,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             ended: None,
             retries: 0,
             retry_at_ms: None,
+            rate_limited: Vec::new(),
+            run_start: 0,
             changes: None,
         };
         Ok((rec, spec))

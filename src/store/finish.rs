@@ -55,7 +55,9 @@ impl Store {
             return Ok(());
         }
         let t = rec.token;
-        let mut notes: Vec<String> = note.into_iter().collect();
+        // The rate-limited runs first, whoever records the end (the lost path too).
+        let mut notes: Vec<String> = rec.rate_limited.iter().cloned().chain(note).collect();
+        rec.retry_at_ms = None;
         let from = match from {
             Some(f) => f.clone(),
             None => self.read_spec(t).map(|s| s.result).unwrap_or_default(),
@@ -76,8 +78,8 @@ impl Store {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
                 counted => counted.map(|n| (String::new(), n)),
             },
-            (Some((lines, file)), None) => logfile::summary_of(file, Some(lines), &from),
-            (None, None) => logfile::summary_and_lines(&log_path, &from),
+            (Some((lines, file)), None) => logfile::summary_of(file, Some(lines), &from, rec.run_start),
+            (None, None) => logfile::summary_and_lines(&log_path, &from, rec.run_start),
         };
         let (summary, line_count) = read.unwrap_or_else(|e| {
             notes.push(format!("cannot read the log: {}", files::describe(&e)));

@@ -135,9 +135,9 @@ pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
 
 /// The summary of the log at `path`, and its line count unless `known` (empty if it does not
 /// exist).
-pub fn summary_and_lines(path: &Path, from: &ResultFrom) -> io::Result<(String, u64)> {
+pub fn summary_and_lines(path: &Path, from: &ResultFrom, start: u64) -> io::Result<(String, u64)> {
     match files::open(path, Access::Read) {
-        Ok(f) => summary_of(&f, None, from),
+        Ok(f) => summary_of(&f, None, from, start),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
         Err(e) => Err(e),
     }
@@ -153,16 +153,56 @@ pub fn answer_file(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
-/// The summary of the open log `f`, and its line count unless `known`.
-pub fn summary_of(mut f: &File, known: Option<u64>, from: &ResultFrom) -> io::Result<(String, u64)> {
+/// The summary of the open log `f` from offset `start` on (where the agent's last run began),
+/// and the whole log's line count unless `known`.
+pub fn summary_of(mut f: &File, known: Option<u64>, from: &ResultFrom, start: u64) -> io::Result<(String, u64)> {
     // An answer file the agent did not write: its output stands in, whole.
     let from = if *from == ResultFrom::File { &ResultFrom::Output } else { from };
-    let summary = summarize(&mut f, DEFAULT_CAP, from)?;
+    let summary = summarize(&mut Part { file: f, start, at: 0 }, DEFAULT_CAP, from)?;
     let lines = match known {
         Some(n) => n,
         None => count_lines(&mut f)?,
     };
     Ok((summary, lines))
+}
+
+/// The part of a file from `start` on, as a file of its own (a log's last run).
+struct Part<'a> {
+    file: &'a File,
+    start: u64,
+    /// The position, from `start`.
+    at: u64,
+}
+
+impl Part<'_> {
+    /// Where the part begins: `start`, or 0 if the file is shorter now (truncated in place).
+    fn base(&self) -> io::Result<u64> {
+        let len = self.file.metadata()?.len();
+        Ok(if self.start > len { 0 } else { self.start })
+    }
+}
+
+impl Read for Part<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = self.file.read_at(buf, self.base()? + self.at)?;
+        self.at += n as u64;
+        Ok(n)
+    }
+}
+
+impl Seek for Part<'_> {
+    fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
+        let base = self.base()?;
+        let len = self.file.metadata()?.len() - base;
+        let to = match pos {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::End(d) => len.checked_add_signed(d),
+            SeekFrom::Current(d) => self.at.checked_add_signed(d),
+        };
+        self.at = to.ok_or_else(|| io::Error::new(ErrorKind::InvalidInput, "seek before the start"))?;
+        Ok(self.at)
+    }
 }
 
 #[cfg(test)]

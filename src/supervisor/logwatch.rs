@@ -79,6 +79,8 @@ impl LogWatch {
     pub fn tail(&self, from: u64, window: u64) -> Vec<u8> {
         use std::os::unix::fs::FileExt;
         let end = self.size();
+        // A log cut short in place (copytruncate) keeps what is left.
+        let from = if from > end { 0 } else { from };
         let start = from.max(end.saturating_sub(window));
         let mut buf = vec![0; (end - start.min(end)) as usize];
         let n = self.file.read_at(&mut buf, start).unwrap_or(0);

@@ -88,8 +88,6 @@ struct Supervisor {
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
     log: LogWatch,
-    /// Where in the log the agent's latest run began (after a rate-limited run, the next).
-    run_start: u64,
     _lock: OwnedFd,
 }
 
@@ -184,7 +182,6 @@ impl Supervisor {
             kill_at: None,
             killed: false,
             log,
-            run_start: 0,
             _lock: lock,
         }))
     }
@@ -217,24 +214,21 @@ impl Supervisor {
     fn run_again(&mut self, (code, signal): (Option<i32>, Option<i32>)) -> bool {
         let Some(policy) = self.spec.retry.clone() else { return false };
         if self.stop.is_some()
+            || signal.is_some()
             || self.rec.retries >= policy.max_retries
-            || !policy.matches(code, &self.log.tail(self.run_start, OUTPUT_WINDOW))
+            || !policy.matches(code, &self.log.tail(self.rec.run_start, OUTPUT_WINDOW))
         {
             return false;
         }
         let n = self.rec.retries + 1;
-        let how = match (code, signal) {
-            (Some(c), _) => format!("exit {c}"),
-            (_, Some(s)) => format!("signal {s}"),
-            _ => "its output".to_owned(),
-        };
-        self.add_note(format!("run {n} was rate-limited ({how})"));
+        let mut line = format!("run {n} was rate-limited (exit {})", code.unwrap_or(-1));
         // What this run left goes first, as at a task's end (its zombie keeps its group id).
-        if !own_leftovers(self.child).is_empty() {
-            signal_group(self.child, Signal::SIGTERM);
-            signal_group(self.child, Signal::SIGCONT);
+        let left = self.end_what_is_left();
+        if left > 0 {
+            line.push_str(&format!(" and left {left} process(es) running, ended"));
         }
-        self.end_leftovers();
+        self.rec.rate_limited.push(line);
+        self.end_leftovers(false);
         let delay = policy.delay(n);
         let at = Instant::now() + delay;
         self.rec.retry_at_ms = Some(unix_ms(SystemTime::now()) + delay.as_millis() as u64);
@@ -249,9 +243,19 @@ impl Supervisor {
             let _ = self.store.write_record(&self.rec);
             return false;
         }
-        let respawned =
-            self.log.open_for_agent().map_err(|e| e.to_string()).and_then(|out| spawn_agent(&out, &self.spec));
-        let pid = match respawned {
+        // The next run starts on a line of its own, and writes its own answer file.
+        let start = self.log.size();
+        let out = self.log.open_for_agent().map_err(|e| e.to_string());
+        let start = match &out {
+            Ok(f) if start > 0 && self.log.tail(start - 1, 1) != b"\n" => {
+                use std::io::Write;
+                let _ = (&*f).write_all(b"\n");
+                start + 1
+            }
+            _ => start,
+        };
+        let _ = std::fs::remove_file(self.store.result_path(&self.rec.role, self.rec.token));
+        let pid = match out.and_then(|out| spawn_agent(&out, &self.spec)) {
             Ok(pid) => pid,
             Err(msg) => {
                 self.add_note(format!("run {} could not start: {msg}", n + 1));
@@ -262,13 +266,32 @@ impl Supervisor {
         let _ = waitpid(self.child, None);
         self.child = pid;
         (self.killed, self.kill_at) = (false, None);
-        self.run_start = self.log.size();
+        self.rec.run_start = start;
         self.rec.retries = n;
         if let Some(started) = self.rec.started.as_mut() {
             started.pid = pid.as_raw();
         }
         let _ = self.store.write_record(&self.rec);
         true
+    }
+
+    /// SIGTERM (and SIGCONT) to what the agent left running, in its group and beyond (we are
+    /// their subreaper): the count of them.
+    fn end_what_is_left(&mut self) -> usize {
+        // Anything the agent left behind has been reparented to us, so the cheap look at our
+        // own children decides whether /proc needs scanning at all.
+        if own_leftovers(self.child).is_empty() {
+            return 0;
+        }
+        let left = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
+        let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
+        signal_group(self.child, sig);
+        signal_group(self.child, Signal::SIGCONT);
+        for pid in own_leftovers(self.child) {
+            signal_pid(pid, sig);
+            signal_pid(pid, Signal::SIGCONT);
+        }
+        left
     }
 
     /// Add `note` to what the end will note.
@@ -333,7 +356,9 @@ impl Supervisor {
             match Signal::try_from(info.ssi_signo as i32) {
                 Ok(Signal::SIGCHLD) => reap_others(self.child),
                 Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) => {
-                    self.note.get_or_insert_with(|| format!("the supervisor received {s}"));
+                    if self.stop.is_none() {
+                        self.add_note(format!("the supervisor received {s}"));
+                    }
                     self.begin_stop(StopReason::Halted, Duration::from_millis(self.spec.grace_ms));
                 }
                 _ => {}
@@ -358,7 +383,7 @@ impl Supervisor {
     fn on_timers(&mut self) {
         let now = Instant::now();
         if self.deadline.is_some_and(|d| now >= d) && self.stop.is_none() {
-            self.note.get_or_insert_with(|| "the task's deadline passed".into());
+            self.add_note("the task's deadline passed".into());
             self.begin_stop(StopReason::DeadlinePassed, Duration::from_millis(self.spec.grace_ms));
         }
         if self.kill_at.is_some_and(|k| now >= k) && !self.killed {
@@ -384,26 +409,13 @@ impl Supervisor {
     }
 
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
-        // Anything the agent left behind has been reparented to us (we are a subreaper), so
-        // the cheap look at our own children decides whether /proc needs scanning at all.
-        let orphans = !own_leftovers(self.child).is_empty();
-        let leftovers =
-            if orphans { descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count() } else { 0 };
         // After a stop everything was signalled already; only an agent that exited on its own
         // can be said to have left processes running.
-        if leftovers > 0 && self.stop.is_none() {
-            let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
-            signal_group(self.child, sig);
-            signal_group(self.child, Signal::SIGCONT);
-            for pid in own_leftovers(self.child) {
-                signal_pid(pid, sig);
-                signal_pid(pid, Signal::SIGCONT);
+        if self.stop.is_none() {
+            let leftovers = self.end_what_is_left();
+            if leftovers > 0 {
+                self.add_note(format!("ended {leftovers} process(es) the agent left running"));
             }
-            let ended = format!("ended {leftovers} process(es) the agent left running");
-            self.note = Some(match self.note.take() {
-                Some(n) => format!("{n}; {ended}"),
-                None => ended,
-            });
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
         if let Some(wt) = &self.spec.worktree {
@@ -422,7 +434,7 @@ impl Supervisor {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.clients.answer(|want| want == Some(Request::Wait));
-        self.end_leftovers();
+        self.end_leftovers(true);
         let _ = waitpid(self.child, None);
         while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
             if status == WaitStatus::StillAlive {
@@ -435,8 +447,9 @@ impl Supervisor {
     }
 
     /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and
-    /// answering anyone who connects meanwhile.
-    fn end_leftovers(&mut self) {
+    /// serving anyone who connects meanwhile; `ended` (the final record is written) answers
+    /// their waits too.
+    fn end_leftovers(&mut self, ended: bool) {
         let kill_at = Instant::now() + Duration::from_millis(self.spec.grace_ms);
         loop {
             reap_others(self.child);
@@ -452,7 +465,9 @@ impl Supervisor {
                 self.kill_all();
             }
             self.poll_once(Some(if self.killed { Instant::now() + Duration::from_millis(20) } else { kill_at }));
-            self.clients.answer(|want| want == Some(Request::Wait));
+            if ended {
+                self.clients.answer(|want| want == Some(Request::Wait));
+            }
         }
     }
 }

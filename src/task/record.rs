@@ -28,12 +28,22 @@ pub struct TaskRecord {
     /// While it waits to run again: when it will (ms since the epoch).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_at_ms: Option<u64>,
+    /// The rate-limited runs, one line each (`run 1 was rate-limited (exit 75)`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limited: Vec<String>,
+    /// Where in the log the agent's last run began: its summary is read from there.
+    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    pub run_start: u64,
     /// What it changed in its worktree, counted when it ended (`--worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
 }
 
 fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+fn is_zero_u64(n: &u64) -> bool {
     *n == 0
 }
 
@@ -134,6 +144,8 @@ mod tests {
             ended: None,
             retries: 0,
             retry_at_ms: None,
+            rate_limited: Vec::new(),
+            run_start: 0,
             changes: None,
         }
     }

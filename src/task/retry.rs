@@ -14,7 +14,7 @@ pub const DEFAULT_MAX_RETRIES: u32 = 3;
 /// The first back-off when a template does not say.
 pub const DEFAULT_BACKOFF: Duration = Duration::from_secs(10);
 /// No back-off is longer, however many retries came before.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(600);
+pub const MAX_BACKOFF: Duration = Duration::from_secs(3600);
 /// Most retries a template may ask for.
 const MOST_RETRIES: u32 = 100;
 /// How much of a run's output, from its end, the `output` patterns are looked for in.
@@ -65,14 +65,25 @@ impl RetryPolicy {
                     .into(),
             ));
         }
+        if let Some(bad) = on.exit.iter().find(|&&c| !(1..=255).contains(&c)) {
+            return Err(Error::Usage(format!(
+                "`retry_on.exit` lists {bad}: an exit code that means rate-limited is 1 to 255 (0 is success)"
+            )));
+        }
         if on.output.iter().any(String::is_empty) {
             return Err(Error::Usage("`retry_on.output` has an empty text, which every output contains".into()));
         }
         let max_retries = max_retries.unwrap_or(DEFAULT_MAX_RETRIES);
-        if max_retries > MOST_RETRIES {
-            return Err(Error::Usage(format!("`max_retries` is {max_retries}; at most {MOST_RETRIES}")));
+        if !(1..=MOST_RETRIES).contains(&max_retries) {
+            return Err(Error::Usage(format!("`max_retries` is {max_retries}; give 1 to {MOST_RETRIES}")));
         }
-        let backoff = backoff.map(parse_duration).transpose()?.unwrap_or(DEFAULT_BACKOFF).min(MAX_BACKOFF);
+        let backoff = backoff.map(parse_duration).transpose()?.unwrap_or(DEFAULT_BACKOFF);
+        if backoff > MAX_BACKOFF {
+            return Err(Error::Usage(format!(
+                "`backoff` is longer than {}, the longest wait between runs",
+                humantime::format_duration(MAX_BACKOFF)
+            )));
+        }
         Ok(Some(RetryPolicy {
             exit: on.exit.clone(),
             output: on.output.clone(),
@@ -81,10 +92,13 @@ impl RetryPolicy {
         }))
     }
 
-    /// Whether a run that ended so (its exit code; the end of its output) was rate-limited.
+    /// Whether a run that exited with `exit_code` (after writing `tail` last) was rate-limited:
+    /// a listed exit code, or a failure (non-zero exit) whose output holds a listed text. A
+    /// run that succeeded is an answer, whatever it says.
     pub fn matches(&self, exit_code: Option<i32>, tail: &[u8]) -> bool {
-        exit_code.is_some_and(|c| self.exit.contains(&c))
-            || self.output.iter().any(|t| tail.windows(t.len()).any(|w| w == t.as_bytes()))
+        let Some(code) = exit_code else { return false };
+        self.exit.contains(&code)
+            || (code != 0 && self.output.iter().any(|t| tail.windows(t.len()).any(|w| w == t.as_bytes())))
     }
 
     /// The wait before retry number `n` (1 for the first): the back-off, doubled for each retry
@@ -116,7 +130,11 @@ mod tests {
             (Some(on(&[], &[])), None, None),
             (Some(on(&[], &[""])), None, None),
             (Some(on(&[1], &[])), Some(1000), None),
+            (Some(on(&[1], &[])), Some(0), None),
+            (Some(on(&[0], &[])), None, None),
+            (Some(on(&[256], &[])), None, None),
             (Some(on(&[1], &[])), None, Some("soon")),
+            (Some(on(&[1], &[])), None, Some("2h")),
         ] {
             assert!(RetryPolicy::from_settings(o.as_ref(), m, b).is_err(), "{o:?} {m:?} {b:?}");
         }
@@ -128,8 +146,9 @@ mod tests {
         assert!(p.matches(Some(75), b""));
         assert!(!p.matches(Some(1), b"all fine"));
         assert!(p.matches(Some(1), b"{\"type\":\"rate_limit_error\"}"));
-        assert!(p.matches(None, b"... rate_limit_error"));
-        assert!(!p.matches(None, b""));
+        // A success is an answer, and a signal is no rate limit, whatever the output says.
+        assert!(!p.matches(Some(0), b"explaining rate_limit_error"));
+        assert!(!p.matches(None, b"... rate_limit_error"));
     }
 
     #[test]

@@ -49,6 +49,8 @@ fn a_rate_limit_text_in_the_output_counts_too_and_retries_run_out() {
         (Some("failed"), Some(1), Some(3))
     );
     assert_eq!(runs(&counter), 3, "two retries, then the end");
+    // The summary is the last run's whole output, not the runs before it.
+    assert_eq!(v["summary"], "run 3\nrate_limit_error: slow down", "{v}");
     // An exit code alone that is not listed is an ordinary failure.
     let h = Home::new();
     let counter = limited(&h, 5, 1, "retry_on = { exit = [75] }\nbackoff = \"100ms\"");
@@ -85,4 +87,75 @@ fn retry_settings_that_mean_nothing_are_refused_before_anything_runs() {
         assert_eq!(runs(&counter), 0, "{settings}");
     }
     assert!(!h.path().join("subagents").exists(), "no task was created");
+}
+
+/// A home whose role `script` runs `sh -c SCRIPT COUNTER` with `settings`; `$n` in the script
+/// is the run's number.
+fn scripted(h: &Home, script: &str, settings: &str) -> String {
+    let counter = h.path().join("runs");
+    let script = format!("n=$(($(cat \"$0\" 2>/dev/null || echo 0) + 1)); echo $n > \"$0\"; {script}");
+    let toml = format!(
+        "[agents.script]\ncommand = [\"sh\", \"-c\", {}, \"{}\"]\n{settings}\n",
+        serde_json::to_string(&script).unwrap(),
+        counter.display()
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    counter.to_str().unwrap().to_owned()
+}
+
+#[test]
+fn each_run_starts_on_a_line_of_its_own_and_only_the_last_one_answers() {
+    let h = Home::new();
+    // Run 1 answers half and stops mid-line, rate-limited; run 2 answers without a marker.
+    let script = "if [ $n = 1 ]; then printf '> half an answer'; exit 75; fi; echo 'the whole answer'";
+    scripted(&h, script, "retry_on = { exit = [75] }\nbackoff = \"100ms\"");
+    let v = h.run(&["--json", "ask", "--sync", "script", "go"], 0).json();
+    assert_eq!((v["summary"].as_str(), v["attempts"].as_u64()), (Some("the whole answer"), Some(2)), "{v}");
+    assert_eq!(v["line_count"], 2);
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert_eq!(log, "> half an answer\nthe whole answer\n");
+}
+
+#[test]
+fn a_run_that_succeeds_is_the_answer_whatever_its_output_says() {
+    let h = Home::new();
+    let counter =
+        scripted(&h, "echo '> about the rate_limit_error you saw'", "retry_on = { output = [\"rate_limit_error\"] }");
+    let v = h.run(&["--json", "ask", "--sync", "script", "go"], 0).json();
+    assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("completed"), Some(1)), "{v}");
+    assert_eq!(runs(&counter), 1);
+}
+
+#[test]
+fn a_deadline_during_the_back_off_ends_the_task_and_both_are_noted() {
+    let h = Home::new();
+    let counter = limited(&h, 3, 75, "retry_on = { exit = [75] }\nbackoff = \"1h\"");
+    let v = h
+        .run_within(Duration::from_secs(60), &["--json", "ask", "--sync", "--timeout", "1s", "limited", "go"], 1)
+        .json();
+    assert_eq!(v["status"], "expired", "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(note.contains("run 1 was rate-limited (exit 75)") && note.contains("deadline passed"), "{note}");
+    assert_eq!(runs(&counter), 1);
+}
+
+#[test]
+fn what_a_rate_limited_run_left_running_is_ended_with_sigterm_before_the_next_run() {
+    let h = Home::new();
+    let term = h.path().join("term");
+    let script = format!(
+        "if [ $n = 1 ]; then setsid sh -c 'trap \"echo got TERM > {}; exit 0\" TERM; while :; do sleep 0.1; done' & \
+         sleep 0.2; exit 75; fi; echo '> done'",
+        term.display()
+    );
+    scripted(&h, &script, "retry_on = { exit = [75] }\nbackoff = \"100ms\"");
+    let v = h.run(&["--json", "ask", "--sync", "script", "go"], 0).json();
+    assert_eq!((v["summary"].as_str(), v["attempts"].as_u64()), (Some("done"), Some(2)), "{v}");
+    assert_eq!(std::fs::read_to_string(&term).unwrap(), "got TERM\n");
+    let note = v["note"].as_str().unwrap();
+    // The shell, and its `sleep` unless it was between two.
+    assert!(
+        note.contains("run 1 was rate-limited (exit 75) and left ") && note.contains(" process(es) running, ended"),
+        "{note}"
+    );
 }
