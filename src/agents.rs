@@ -14,7 +14,22 @@ struct AgentsFile {
     default: Option<Template>,
     #[serde(default)]
     agents: BTreeMap<String, Template>,
+    #[serde(default)]
+    pools: BTreeMap<String, PoolSettings>,
 }
+
+/// `[pools.NAME]`: how many of the pool's tasks run at once.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PoolSettings {
+    pub parallel: u32,
+}
+
+/// The pool of tasks that name none, and its limit unless `[pools.default]` sets one.
+pub const DEFAULT_POOL: &str = "default";
+pub const DEFAULT_PARALLEL: u32 = 16;
+/// The most a pool may run at once.
+const MOST_PARALLEL: u32 = 100_000;
 
 /// The agent templates in force, and where they came from.
 #[derive(Debug, Default)]
@@ -66,7 +81,59 @@ impl Agents {
         for name in file.agents.keys() {
             Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
-        Ok(Agents { path: Some(path), file })
+        for (name, pool) in &file.pools {
+            Role::parse(name).map_err(|e| {
+                Error::Usage(format!("agents file {}: pool names follow role names' rules: {e}", path.display()))
+            })?;
+            if !(1..=MOST_PARALLEL).contains(&pool.parallel) {
+                return Err(Error::Usage(format!(
+                    "agents file {}: [pools.{name}] parallel = {}; give 1 to {MOST_PARALLEL}",
+                    path.display(),
+                    pool.parallel
+                )));
+            }
+        }
+        let agents = Agents { path: Some(path), file };
+        for (role, t) in agents
+            .file
+            .agents
+            .iter()
+            .map(|(r, t)| (format!("[agents.{r}]"), t))
+            .chain(agents.file.default.iter().map(|t| ("[default]".to_owned(), t)))
+        {
+            if let Some(pool) = &t.pool {
+                agents
+                    .check_pool(pool)
+                    .map_err(|e| Error::Usage(format!("{role}: {}", e.message(crate::error::Frontend::Cli))))?;
+            }
+        }
+        Ok(agents)
+    }
+
+    /// The file the templates come from, if any.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Refuse a pool this file does not define (`default` always exists).
+    pub fn check_pool(&self, pool: &str) -> Result<()> {
+        if pool == DEFAULT_POOL || self.file.pools.contains_key(pool) {
+            return Ok(());
+        }
+        let known: Vec<&str> =
+            std::iter::once(DEFAULT_POOL).chain(self.file.pools.keys().map(String::as_str)).collect();
+        Err(Error::Usage(format!(
+            "pool `{}` is not defined; define it in {} as\n  [pools.{pool}]\n  parallel = 2\nor use one of: {}",
+            crate::task::input_preview(pool),
+            self.path.as_ref().map_or_else(|| "agents.toml".to_owned(), |p| p.display().to_string()),
+            known.join(", ")
+        )))
+    }
+
+    /// How many tasks of `pool` run at once: its `parallel`, or (a pool no longer defined, or
+    /// `default` without settings) the default limit.
+    pub fn parallel(&self, pool: &str) -> u32 {
+        self.file.pools.get(pool).map_or(DEFAULT_PARALLEL, |p| p.parallel)
     }
 
     /// The template for `role`: its own entry, else `[default]`, else the built-in default.

@@ -67,6 +67,11 @@ class Agentctl:
         self.env = dict(os.environ, AGENTCTL_HOME=str(self.home))
         self.env.pop("AGENTCTL_SESSION", None)
         self.env.pop("AGENTCTL_TOKEN", None)
+        # The figures count tasks running side by side, as pueue's `parallel` lets them: one
+        # pool that holds them all (agentctl's default pool runs 16 at once). An older release
+        # (--against) has no pools, and reads agents.toml only for `ask`, which no figure uses.
+        self.home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (self.home / "agents.toml").write_text("[pools.default]\nparallel = 100000\n")
 
     def cmd(self, *args):
         return [self.binary, *args]

@@ -92,6 +92,9 @@ pub struct LaunchArgs {
     /// The commit or branch the worktree starts from [default: HEAD]; implies --worktree
     #[arg(long, value_name = "REF")]
     pub base: Option<String>,
+    /// The pool it waits in for a place ([pools.NAME] in agents.toml) [default: the role's, else `default`]
+    #[arg(long, value_name = "NAME")]
+    pub pool: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -76,7 +76,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             started(out, &Store::at(&home)?, req).await
         }
         Command::Run(r) => {
-            let req = launch_request(&r.role, What::Run { argv: r.command }, &r.wait, &r.launch)?;
+            let req = launch_request(&r.role, What::Run { argv: r.command, agents_file: agents }, &r.wait, &r.launch)?;
             started(out, &Store::at(&home)?, req).await
         }
         Command::Await(a) => {
@@ -253,6 +253,7 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Resul
         deadline: l.timeout.as_deref().map(parse_duration).transpose()?,
         wait,
         worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
+        pool: l.pool.clone(),
     })
 }
 

@@ -243,6 +243,7 @@ impl LaunchOptions {
             deadline: self.timeout_secs.map(|s| seconds("timeout_secs", s)).transpose()?,
             wait,
             worktree: None,
+            pool: None,
         };
         Ok(LaunchRequest { launch, note })
     }
@@ -259,12 +260,12 @@ impl AskParams {
 
 impl RunParams {
     /// The launch request this stands for.
-    pub fn into_launch(self, max: MaxWait) -> Result<LaunchRequest> {
+    pub fn into_launch(self, agents_file: Option<PathBuf>, max: MaxWait) -> Result<LaunchRequest> {
         if self.command.is_empty() {
             return Err(Error::Usage("`command` is empty; give the program and its arguments".into()));
         }
         let role = self.role.unwrap_or_else(|| "run".into());
-        self.options.into_launch(&role, What::Run { argv: self.command }, max)
+        self.options.into_launch(&role, What::Run { argv: self.command, agents_file }, max)
     }
 }
 

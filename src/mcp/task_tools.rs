@@ -100,7 +100,8 @@ impl AgentctlServer {
         Parameters(p): Parameters<RunParams>,
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
-        Ok(native::direct(self.start(p.into_launch(self.options.max_wait), ctx).await))
+        let req = p.into_launch(self.options.agents_file.clone(), self.options.max_wait);
+        Ok(native::direct(self.start(req, ctx).await))
     }
 
     #[tool(

@@ -7,11 +7,11 @@ use std::time::{Duration, SystemTime};
 use super::events::session_of;
 use super::view::TaskView;
 use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task, refresh};
-use crate::agents::Agents;
+use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
+use crate::task::{PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
 
 /// The hybrid switch's default: a task still running after this gets its token handed back.
 pub const HYBRID_WAIT: Duration = Duration::from_secs(10);
@@ -32,8 +32,8 @@ pub enum Wait {
 pub enum What {
     /// Ask a role: its template from `agents.toml` (or `agents_file`) gets the question.
     Ask { question: String, agents_file: Option<PathBuf> },
-    /// Run this argv as it is.
-    Run { argv: Vec<String> },
+    /// Run this argv as it is (`agents_file` says its pool's limit).
+    Run { argv: Vec<String>, agents_file: Option<PathBuf> },
 }
 
 /// A request to start a task.
@@ -49,6 +49,8 @@ pub struct Launch {
     /// Run it in a git worktree of its own, from this base (`None`: HEAD); the template's
     /// `worktree = true` asks for one from HEAD too.
     pub worktree: Option<Option<String>>,
+    /// The pool it waits in for a place (`--pool`), instead of its template's.
+    pub pool: Option<String>,
 }
 
 /// Start a task and wait as asked: `launch`, then `settle`.
@@ -62,9 +64,12 @@ pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
 /// start are refused before (or, for exec errors, as) the task is created.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
+    let agents_file = match &req.what {
+        What::Ask { agents_file, .. } | What::Run { agents_file, .. } => agents_file.as_deref(),
+    };
+    let agents = Agents::load(store.home(), agents_file)?;
     let (template, source, question, place) = match &req.what {
-        What::Ask { question, agents_file } => {
-            let agents = Agents::load(store.home(), agents_file.as_deref())?;
+        What::Ask { question, .. } => {
             let r = agents.resolve(&req.role);
             let hint = format!(
                 "install it, or give role `{role}` a template in {}:\n  [agents.{role}]\n  command = [\"claude\", \"-p\", \"{{question}}\"]",
@@ -74,7 +79,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             let place = format!("role `{}` ({})", req.role, r.source);
             (r.template, format!("role `{}` uses {}; {hint}", req.role, r.source), question.clone(), place)
         }
-        What::Run { argv } => {
+        What::Run { argv, .. } => {
             let t = Template { command: argv.clone(), ..Template::default() };
             (t, "check the command".to_owned(), String::new(), String::new())
         }
@@ -85,6 +90,9 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         return Err(Error::Usage(format!("working directory {} does not exist", cwd.display())));
     }
     let worktree = req.worktree.clone().or_else(|| template.worktree.then_some(None));
+    let pool_name = req.pool.clone().or_else(|| template.pool.clone()).unwrap_or_else(|| DEFAULT_POOL.to_owned());
+    agents.check_pool(&pool_name)?;
+    let pool = Some(PoolRef { name: pool_name, agents_file: agents.path().map(Path::to_path_buf) });
     let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
@@ -128,7 +136,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
         let preview = match &req.what {
             What::Ask { question, .. } => one_line_preview(question, 80),
-            What::Run { argv } => one_line_preview(&shell_words(argv), 80),
+            What::Run { argv, .. } => one_line_preview(&shell_words(argv), 80),
         };
         write_private(&store.log_path(&req.role, token), b"")?;
         let (worktree, cwd) = match &worktree {
@@ -149,6 +157,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             result: template.result_from(),
             retry: retry.clone(),
             worktree,
+            pool: pool.clone(),
         };
         let rec = TaskRecord {
             token,
@@ -158,6 +167,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             created_at_ms: unix_ms(SystemTime::now()),
             started: None,
             ended: None,
+            queued: pool.is_some(),
             retries: 0,
             retry_at_ms: None,
             rate_limited: Vec::new(),

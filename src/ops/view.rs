@@ -95,6 +95,16 @@ impl TaskView {
             let last = read.as_ref().ok().cloned().flatten();
             note(read.map(drop));
             let mut line = progress_line(status, elapsed_ms, line_count, last.as_deref());
+            if status == Status::Queued {
+                let pool = store.read_spec(rec.token).ok().and_then(|s| s.pool).map(|p| p.name);
+                let place = pool.as_deref().and_then(|p| store.queue_place(rec.token, p).ok().flatten());
+                line = match (pool, place) {
+                    (Some(p), Some(n)) => {
+                        format!("queued for {}: place {n} in line for pool `{p}`", human_duration(elapsed_ms))
+                    }
+                    _ => format!("queued for {}", human_duration(elapsed_ms)),
+                };
+            }
             if let Some(at) = rec.retry_at_ms {
                 let left = at.saturating_sub(unix_ms(SystemTime::now()));
                 line = format!("rate-limited: run {} starts in {}; {line}", rec.retries + 2, human_duration(left));

@@ -15,7 +15,7 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
@@ -46,7 +46,7 @@ fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 4] = [
+const MIGRATIONS: [&str; 5] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -120,6 +120,11 @@ const MIGRATIONS: [&str; 4] = [
         created_at_ms INTEGER NOT NULL
     ) WITHOUT ROWID;
     CREATE INDEX mcp_tasks_by_task ON mcp_tasks(token);
+",
+    // Pools: which pool a task waits in for a place, and the open tasks of each, in order.
+    r"
+    ALTER TABLE tasks ADD COLUMN pool TEXT;
+    CREATE INDEX tasks_open_by_pool ON tasks(pool, created_at_ms, token) WHERE ended_at_ms IS NULL;
 ",
 ];
 

@@ -10,6 +10,7 @@ mod legacy;
 mod lock;
 pub mod logfile;
 mod mcp_tasks;
+mod pools;
 mod questions;
 mod tasks;
 
@@ -19,4 +20,5 @@ pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
 pub use mcp_tasks::McpTask;
+pub use pools::Claim;
 pub use tasks::{Page, Store};

@@ -202,14 +202,16 @@ impl Store {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         conn.execute(
-            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
             params![
                 rec.token.as_str(),
                 rec.created_at_ms as i64,
                 rec.status().as_str(),
                 rec.role.as_str(),
                 to_json(rec)?,
-                to_json(spec)?
+                to_json(spec)?,
+                spec.pool.as_ref().map(|p| p.name.as_str())
             ],
         )
         .map_err(err(what))?;

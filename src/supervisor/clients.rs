@@ -152,7 +152,7 @@ impl Clients {
                 halts.push(grace);
                 true
             }
-            Some(Request::Wait) => true,
+            Some(Request::Wait | Request::Queue) => true,
             None => false,
         }
     }

@@ -1,6 +1,8 @@
 //! The supervisor's control socket protocol: one request line, then reply lines.
 //!
 //! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
+//! `queue`       -> `done` once the task is not waiting for a place in its pool any more (it
+//!                  has one, or it ended); at once if it was not waiting
 //! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
 //!                  (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it is left alive
 //!                  and the final record is written
@@ -16,6 +18,7 @@ use tokio::net::UnixStream;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Request {
     Wait,
+    Queue,
     Halt { grace: Duration },
 }
 
@@ -24,6 +27,7 @@ impl Request {
     pub fn line(self) -> String {
         match self {
             Request::Wait => "wait\n".to_owned(),
+            Request::Queue => "queue\n".to_owned(),
             Request::Halt { grace } => format!("halt {}\n", grace.as_millis()),
         }
     }
@@ -32,6 +36,7 @@ impl Request {
     pub fn parse(line: &str) -> Option<Request> {
         match line.trim().split_once(' ') {
             None if line.trim() == "wait" => Some(Request::Wait),
+            None if line.trim() == "queue" => Some(Request::Queue),
             Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt { grace: Duration::from_millis(ms) }),
             _ => None,
         }
@@ -134,7 +139,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [Request::Wait, Request::Halt { grace: Duration::from_millis(5000) }] {
+        for r in [Request::Wait, Request::Queue, Request::Halt { grace: Duration::from_millis(5000) }] {
             assert_eq!(Request::parse(r.line().trim_end()), Some(r));
         }
         assert_eq!(Request::parse("halt x"), None);

@@ -46,6 +46,8 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
     };
     match report {
         Report::Started(started) => Ok(Some(started)),
+        // It exists, and waits: its record says so.
+        Report::Queued => Ok(None),
         Report::Failed(msg) => Err(Error::LaunchFailed(msg)),
         Report::Unsaved(e) => Err(unsaved(e)),
         Report::Silent => {
@@ -210,6 +212,9 @@ enum Report {
     Failed(String),
     /// `unsaved <error line>`: the task could not be saved; nothing of it exists.
     Unsaved(Error),
+    /// `queued <place>`: the task waits for a place in its pool; its supervisor starts the
+    /// agent when it has one.
+    Queued,
     /// Nothing: the supervisor died (or was stopped) first.
     Silent,
 }
@@ -238,6 +243,9 @@ fn parse_report(report: &str) -> Result<Report> {
     }
     if let Some(e) = line.strip_prefix("unsaved ") {
         return Ok(Report::Unsaved(Error::from_line(e)));
+    }
+    if line.starts_with("queued ") {
+        return Ok(Report::Queued);
     }
     Ok(Report::Silent)
 }

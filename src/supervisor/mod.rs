@@ -5,6 +5,7 @@ mod clients;
 pub mod control;
 mod launch;
 mod logwatch;
+mod queue;
 pub mod reach;
 mod run;
 mod spawn;

@@ -18,6 +18,7 @@ use super::clients::Clients;
 use super::control::Request;
 use super::launch::{LOCK_FD, report, started_report};
 use super::logwatch::LogWatch;
+use super::queue::{Waited, wait_for_place};
 use super::reach::own_id;
 use super::spawn::spawn_agent;
 use super::unix::{
@@ -133,13 +134,32 @@ impl Supervisor {
             Task::Recorded(token) => (store.read_record(token)?, store.read_spec(token)?),
         };
         let socket_path = store.socket_path(token);
-        let clients = match Clients::listen(&socket_path) {
+        let mut clients = match Clients::listen(&socket_path) {
             Ok(l) => l,
             Err(e) => {
                 refuse_start(&store, &mut rec, &spec, format!("cannot listen on {}: {e}", socket_path.display()))?;
                 return Ok(None);
             }
         };
+        // Its place in its pool first; a halt while it waits ends it without a run.
+        match wait_for_place(&store, &mut rec, &spec, &signals, &mut clients) {
+            Ok(Waited::Placed) => {}
+            Ok(Waited::Halted(why)) => {
+                let outcome = Outcome::Cancelled { exit_code: None, signal: None };
+                if let Err(e) = store.finish(&mut rec, outcome, Some(why), None, Some(&spec.result)) {
+                    eprintln!("cannot record the end of task {token}: {e}");
+                }
+                let _ = std::fs::remove_file(&socket_path);
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&socket_path);
+                refuse_start(&store, &mut rec, &spec, format!("cannot wait for a place in its pool: {e}"))?;
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+        }
 
         let log_path = store.log_path(&rec.role, rec.token);
         let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
@@ -349,6 +369,8 @@ impl Supervisor {
         for grace in self.clients.serve(&ready[1..]) {
             self.begin_stop(StopReason::Halted, grace);
         }
+        // It has its place: whoever waits behind it in the queue looks again.
+        self.clients.answer(|want| want == Some(Request::Queue));
     }
 
     fn on_signals(&mut self) {

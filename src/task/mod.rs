@@ -18,6 +18,6 @@ pub use question::{MAX_QUESTION, Question, QuestionState, is_question_id, parse_
 pub use record::{Ended, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
 pub use retry::{OUTPUT_WINDOW, RetryOn, RetryPolicy};
 pub use role::Role;
-pub use spec::TaskSpec;
+pub use spec::{PoolRef, TaskSpec};
 pub use template::{ResultFrom, Template, Vars};
 pub use token::{Token, input_preview, random_u64};

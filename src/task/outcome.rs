@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
+    /// Waiting for a free place in its pool (`[pools.NAME] parallel = N`).
+    Queued,
     Starting,
     Running,
     Completed,
@@ -19,7 +21,8 @@ pub enum Status {
 
 impl Status {
     /// All statuses, in lifecycle order.
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 8] = [
+        Status::Queued,
         Status::Starting,
         Status::Running,
         Status::Completed,
@@ -31,12 +34,13 @@ impl Status {
 
     /// Whether the task can no longer change.
     pub fn is_final(self) -> bool {
-        !matches!(self, Status::Starting | Status::Running)
+        !matches!(self, Status::Queued | Status::Starting | Status::Running)
     }
 
     /// The status as the lowercase word used in output and records.
     pub fn as_str(self) -> &'static str {
         match self {
+            Status::Queued => "queued",
             Status::Starting => "starting",
             Status::Running => "running",
             Status::Completed => "completed",

@@ -22,6 +22,9 @@ pub struct TaskRecord {
     pub created_at_ms: u64,
     pub started: Option<Started>,
     pub ended: Option<Ended>,
+    /// Waiting for a place in its pool: not started yet, and not about to.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub queued: bool,
     /// How many times the agent was run again after a rate-limited run (`retry_on`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: u32,
@@ -106,6 +109,7 @@ impl TaskRecord {
         match (&self.ended, &self.started) {
             (Some(e), _) => e.outcome.status(),
             (None, Some(_)) => Status::Running,
+            (None, None) if self.queued => Status::Queued,
             (None, None) => Status::Starting,
         }
     }
@@ -142,6 +146,7 @@ mod tests {
             created_at_ms: 1_000,
             started: None,
             ended: None,
+            queued: false,
             retries: 0,
             retry_at_ms: None,
             rate_limited: Vec::new(),

@@ -34,4 +34,15 @@ pub struct TaskSpec {
     /// The git worktree the task works in (`--worktree`), whose changes its end counts.
     #[serde(default)]
     pub worktree: Option<Worktree>,
+    /// The pool it waits in for a place; none (tasks of earlier releases): it starts at once.
+    #[serde(default)]
+    pub pool: Option<PoolRef>,
+}
+
+/// A task's pool, and the agents file whose `[pools]` says its limit (read again whenever the
+/// task looks for a place, so that a changed `parallel` counts).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PoolRef {
+    pub name: String,
+    pub agents_file: Option<PathBuf>,
 }

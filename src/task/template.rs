@@ -32,6 +32,8 @@ pub struct Template {
     /// Run each task in a git worktree of its own (as `--worktree`).
     #[serde(default)]
     pub worktree: bool,
+    /// The pool its tasks wait in for a place (`[pools.NAME]`); `default` if none.
+    pub pool: Option<String>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.

@@ -141,7 +141,7 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     h.db()
         .execute_batch(
             "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
-             PRAGMA user_version = 1;",
+             DROP INDEX tasks_open_by_pool; ALTER TABLE tasks DROP COLUMN pool; PRAGMA user_version = 1;",
         )
         .unwrap();
     let listed = h.run(&["--json", "list", "--status", "completed"], 0).json();
@@ -151,12 +151,12 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let indexes: i64 = db
         .query_row(
             "SELECT count(*) FROM sqlite_master \
-             WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions', 'mcp_tasks')",
+             WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions', 'mcp_tasks', 'tasks_open_by_pool')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (4, 4));
+    assert_eq!((version, indexes), (5, 5));
 }
 
 #[test]

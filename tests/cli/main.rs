@@ -9,6 +9,7 @@ mod home;
 mod launching;
 mod listing;
 mod load;
+mod pools;
 mod retries;
 mod survival;
 mod templates;

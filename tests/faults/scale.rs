@@ -45,6 +45,8 @@ fn a_thousand_running_tasks_and_five_hundred_waits_on_default_inotify_limits() {
     crate::needs_root("it sets fs.inotify.max_user_instances to the kernel's default");
     let _limit = Sysctl::set("/proc/sys/fs/inotify/max_user_instances", "128");
     let h = Home::new();
+    // With pools in use: all of them in one pool that holds them all.
+    std::fs::write(h.path().join("agents.toml"), "[pools.default]\nparallel = 2000\n").unwrap();
     let mut tokens = Vec::with_capacity(TASKS);
     for _ in 0..TASKS {
         let v = h.run(&["--json", "run", "--async", "--", "sleep", "600"], 0).json();
