@@ -1,12 +1,15 @@
 //! Git worktrees for tasks (`--worktree`, `worktree = true`): each task works in a checkout of
 //! its own, on branch `agentctl/<token>` from a base commit, with the untracked files the
 //! repository lists in `.worktreeinclude` (an `.env`, say) copied in. When it ends, its
-//! `changes` against the base are counted through an index of agentctl's own, so no index the
-//! user or the agent uses is touched, and new files count too. Everything here runs `git`.
+//! `changes` against the base are counted from the working tree (commits, edits, new files),
+//! writing nothing: no index the user or the agent uses, and no object into the repository.
+//! Everything here runs `git`, with the caller's repository variables (`GIT_DIR`,
+//! `GIT_INDEX_FILE`…) taken out and a time limit.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
@@ -20,14 +23,34 @@ pub const MAX_LISTED: usize = 100;
 /// repository (tasks started at once in one repository).
 const ADD_TRIES: u32 = 20;
 
-/// A task's worktree: where it is, its branch, the commit it started from, its repository.
+/// A task's worktree: where it is, its branch, the commit it started from, its repository,
+/// and the files copied in (not the agent's changes).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Worktree {
     pub path: PathBuf,
     pub branch: String,
     pub base: String,
     pub repo: PathBuf,
+    #[serde(default)]
+    pub included: Vec<String>,
 }
+
+/// How long one `git` may take before it is given up (a hung filter or hook, a huge tree).
+const GIT_LIMIT: Duration = Duration::from_secs(120);
+
+/// The variables through which a caller (a git hook, say) points git at its own repository
+/// or index: taken out, so that git finds the repository from the directory it runs in.
+pub const REPO_VARIABLES: &[&str] = &[
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_INDEX_FILE",
+    "GIT_COMMON_DIR",
+    "GIT_OBJECT_DIRECTORY",
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+    "GIT_PREFIX",
+    "GIT_NAMESPACE",
+    "GIT_QUARANTINE_PATH",
+];
 
 /// What a task changed in its worktree, against its base commit.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -55,22 +78,48 @@ impl Changes {
     }
 }
 
-/// Run `git` with `args` in `dir` (and `index` as its index file); its stdout, or an error
-/// with its stderr.
-fn git<I, S>(dir: &Path, index: Option<&Path>, args: I) -> std::result::Result<Vec<u8>, String>
+/// Run `git` with `args` in `dir`; its stdout, or an error with its stderr. Nothing is asked
+/// of a terminal or an editor, no optional lock is taken, and it is stopped after `GIT_LIMIT`.
+fn git<I, S>(dir: &Path, args: I) -> std::result::Result<Vec<u8>, String>
 where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
     let mut cmd = Command::new("git");
-    cmd.arg("-C").arg(dir).args(args).stdin(Stdio::null());
-    // Nothing from the user's terminal or editor, whatever their configuration says.
-    cmd.env("GIT_TERMINAL_PROMPT", "0").env("GIT_EDITOR", "true");
-    if let Some(index) = index {
-        cmd.env("GIT_INDEX_FILE", index);
+    cmd.arg("-C").arg(dir).args(["-c", "core.safecrlf=false"]).args(args);
+    for v in REPO_VARIABLES {
+        cmd.env_remove(v);
     }
-    let out = cmd.output().map_err(|e| format!("cannot run git: {e}"))?;
-    if out.status.success() { Ok(out.stdout) } else { Err(String::from_utf8_lossy(&out.stderr).trim().to_owned()) }
+    cmd.env("GIT_TERMINAL_PROMPT", "0").env("GIT_EDITOR", "true").env("GIT_OPTIONAL_LOCKS", "0");
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| format!("cannot run git: {e}"))?;
+    // Read as it writes (a full pipe would stop it), and give up on it after the limit.
+    let (mut out, mut err) = (child.stdout.take().expect("piped"), child.stderr.take().expect("piped"));
+    let reader = std::thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut out, &mut buf);
+        buf
+    });
+    let mut errors = Vec::new();
+    let deadline = Instant::now() + GIT_LIMIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+        }
+    };
+    let _ = std::io::Read::read_to_end(&mut err, &mut errors);
+    let stdout = reader.join().unwrap_or_default();
+    match status {
+        Some(s) if s.success() => Ok(stdout),
+        Some(_) => Err(String::from_utf8_lossy(&errors).trim().to_owned()),
+        None => Err(format!("git took longer than {}s and was stopped", GIT_LIMIT.as_secs())),
+    }
 }
 
 fn text(bytes: Vec<u8>) -> String {
@@ -79,30 +128,43 @@ fn text(bytes: Vec<u8>) -> String {
 
 /// Make task `token`'s worktree at `path`, for the repository at `cwd`, from `base` (a ref or
 /// commit; HEAD if none). Returns it and the directory inside it that stands for `cwd`.
+/// Whatever fails leaves no worktree and no branch behind.
 pub fn create(token: Token, cwd: &Path, base: Option<&str>, path: &Path) -> Result<(Worktree, PathBuf)> {
     let refuse = |what: String| Error::Usage(what);
-    let top = git(cwd, None, ["rev-parse", "--show-toplevel"])
-        .map(text)
-        .map_err(|e| refuse(format!("--worktree needs a git repository, and {} is in none ({e})", cwd.display())))?;
+    let top = git(cwd, ["rev-parse", "--show-toplevel"]).map(text).map_err(|e| {
+        refuse(format!(
+            "--worktree needs the working tree of a git repository, and {} is not in one ({e})",
+            cwd.display()
+        ))
+    })?;
     let top = PathBuf::from(top);
-    let prefix = git(cwd, None, ["rev-parse", "--show-prefix"]).map(text).unwrap_or_default();
+    let prefix = git(cwd, ["rev-parse", "--show-prefix"]).map(text).unwrap_or_default();
     let wanted = base.unwrap_or("HEAD");
-    let base =
-        git(&top, None, ["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{wanted}^{{commit}}")])
-            .map(text)
-            .map_err(|_| {
-                refuse(format!(
-                    "--base {wanted}: no such commit in {}{}",
-                    top.display(),
-                    if base.is_none() { " (a repository without commits has no HEAD to start from)" } else { "" }
-                ))
-            })?;
+    let base = git(&top, ["rev-parse", "--verify", "--quiet", "--end-of-options", &format!("{wanted}^{{commit}}")])
+        .map(text)
+        .map_err(|_| match base {
+            Some(b) => refuse(format!("--base {b}: no such commit in {}", top.display())),
+            None => refuse(format!(
+                "{} has no commit yet: a worktree starts from one (commit, or give --base)",
+                top.display()
+            )),
+        })?;
+    if let Some(dir) = path.parent() {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
+    }
     let branch = format!("agentctl/{token}");
+    let wt = Worktree {
+        path: path.to_owned(),
+        branch: branch.clone(),
+        base: base.clone(),
+        repo: top.clone(),
+        included: Vec::new(),
+    };
     let mut tries = 0;
     loop {
         let added = git(
             &top,
-            None,
             [
                 OsStr::new("worktree"),
                 OsStr::new("add"),
@@ -115,58 +177,135 @@ pub fn create(token: Token, cwd: &Path, base: Option<&str>, path: &Path) -> Resu
         );
         match added {
             Ok(_) => break,
-            // Another task's git holds a lock of the repository (config, refs): try again.
+            // Another task's git holds a lock of the repository (config, refs): undo what this
+            // try made, and try again.
             Err(e) if e.contains(".lock") && tries < ADD_TRIES => {
+                remove(&wt, true);
                 tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(50 * u64::from(tries)));
+                std::thread::sleep(Duration::from_millis(50 * u64::from(tries)));
             }
             Err(e) => {
+                // A hook that failed after the checkout leaves a worktree: it goes too.
+                remove(&wt, true);
                 return Err(Error::LaunchFailed(format!("cannot make a worktree of {}: {e}", top.display())));
             }
         }
     }
-    let wt = Worktree { path: path.to_owned(), branch, base, repo: top.clone() };
-    if let Err(e) = include(&top, path) {
-        remove(&wt, true);
-        return Err(Error::LaunchFailed(format!("cannot copy the files .worktreeinclude lists: {e}")));
-    }
     let inside = path.join(&prefix);
-    Ok((wt, inside))
+    if !inside.is_dir() {
+        remove(&wt, true);
+        return Err(refuse(format!(
+            "{} is not in commit {}: start the task from a directory the commit has (its top: {})",
+            cwd.display(),
+            &base[..base.len().min(12)],
+            top.display()
+        )));
+    }
+    match include(&top, path) {
+        Ok(included) => Ok((Worktree { included, ..wt }, inside)),
+        Err(e) => {
+            remove(&wt, true);
+            Err(Error::LaunchFailed(format!("cannot copy the files .worktreeinclude lists: {e}")))
+        }
+    }
 }
 
 /// Copy into the worktree at `to` the untracked files of `top` that `.worktreeinclude` lists
-/// (gitignore syntax, as git reads it).
-fn include(top: &Path, to: &Path) -> std::result::Result<(), String> {
+/// (gitignore syntax, as git reads it); their paths. Never through a symlink, and never over
+/// what the checkout put there.
+fn include(top: &Path, to: &Path) -> std::result::Result<Vec<String>, String> {
+    use std::os::unix::ffi::OsStrExt;
     if !top.join(".worktreeinclude").is_file() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    let listed = git(top, None, ["ls-files", "-z", "--others", "--ignored", "--exclude-from=.worktreeinclude"])?;
+    let listed = git(top, ["ls-files", "-z", "--others", "--ignored", "--exclude-from=.worktreeinclude"])?;
+    let mut copied = Vec::new();
     for name in listed.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let rel = Path::new(OsStr::new(std::str::from_utf8(name).map_err(|_| "a file name is not UTF-8")?));
-        let (from, dest) = (top.join(rel), to.join(rel));
-        let meta = std::fs::symlink_metadata(&from).map_err(|e| format!("{}: {e}", from.display()))?;
-        if !meta.is_file() {
+        let rel = Path::new(OsStr::from_bytes(name));
+        let from = top.join(rel);
+        if !std::fs::symlink_metadata(&from).is_ok_and(|m| m.is_file()) {
             continue;
         }
-        if let Some(dir) = dest.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        if copy_in(&from, to, rel).map_err(|e| format!("{}: {e}", rel.display()))? {
+            copied.push(String::from_utf8_lossy(name).into_owned());
         }
-        std::fs::copy(&from, &dest).map_err(|e| format!("{}: {e}", from.display()))?;
     }
-    Ok(())
+    Ok(copied)
 }
 
-/// What changed in `wt` against its base: its whole tree (commits, edits, new files not
-/// ignored), read through the index file `scratch`, which is removed afterwards.
-pub fn changes(wt: &Worktree, scratch: &Path) -> std::result::Result<Changes, String> {
-    let _ = std::fs::remove_file(scratch);
-    let counted = (|| {
-        git(&wt.path, Some(scratch), ["read-tree", &wt.base])?;
-        git(&wt.path, Some(scratch), ["add", "--all", "--", "."])?;
-        git(&wt.path, Some(scratch), ["diff", "--cached", "--numstat", "-z", "--no-renames", &wt.base])
-    })();
-    let _ = std::fs::remove_file(scratch);
-    Ok(parse_numstat(&counted?))
+/// Copy `from` to `rel` under `root`, making its directories; false when something is there
+/// already. A symlink on the way is refused: the copy stays inside `root`.
+fn copy_in(from: &Path, root: &Path, rel: &Path) -> std::io::Result<bool> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+    let mut dir = root.to_path_buf();
+    let parts: Vec<_> = rel.components().collect();
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        dir.push(part);
+        match std::fs::symlink_metadata(&dir) {
+            Ok(m) if m.is_dir() => {}
+            Ok(_) => return Err(std::io::Error::other("a directory on its way is a symlink or a file")),
+            Err(_) => std::fs::DirBuilder::new().mode(0o755).create(&dir)?,
+        }
+    }
+    let dest = root.join(rel);
+    if std::fs::symlink_metadata(&dest).is_ok() {
+        return Ok(false);
+    }
+    let mut src = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(from)?;
+    let mode = src.metadata()?.permissions().mode() & 0o777;
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&dest)?;
+    std::io::copy(&mut src, &mut out)?;
+    Ok(true)
+}
+
+/// What changed in `wt` against its base: its working tree, whatever was committed, staged
+/// or left as is, and new files that are not ignored (the copied-in ones aside). Nothing is
+/// written: the lines of new files are counted here.
+pub fn changes(wt: &Worktree) -> std::result::Result<Changes, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let tracked =
+        git(&wt.path, ["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", &wt.base])?;
+    let mut c = parse_numstat(&tracked);
+    let new = git(&wt.path, ["ls-files", "-z", "--others", "--exclude-standard"])?;
+    for name in new.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let shown = String::from_utf8_lossy(name).into_owned();
+        if wt.included.contains(&shown) {
+            continue;
+        }
+        c.files += 1;
+        c.added += count_lines(&wt.path.join(OsStr::from_bytes(name)));
+        if c.paths.len() < MAX_LISTED {
+            c.paths.push(shown);
+        }
+    }
+    Ok(c)
+}
+
+/// The lines of a new file, as `git diff` counts them: none for a binary one (a NUL in its
+/// first 8000 bytes), and a last line without a newline counts.
+fn count_lines(path: &Path) -> u64 {
+    use std::io::Read;
+    let Ok(mut f) = std::fs::OpenOptions::new().read(true).open(path) else { return 0 };
+    let (mut lines, mut first, mut last) = (0u64, true, b'\n');
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match f.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if first && buf[..n.min(8000)].contains(&0) {
+            return 0;
+        }
+        first = false;
+        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
+        last = buf[n - 1];
+    }
+    lines + u64::from(last != b'\n')
 }
 
 /// `git diff --numstat -z`: `ADDED\tREMOVED\tPATH\0` per file (`-` for binary files).
@@ -190,13 +329,13 @@ fn parse_numstat(out: &[u8]) -> Changes {
 /// repository that is gone leaves only the directory to remove.
 pub fn remove(wt: &Worktree, branch: bool) {
     let removed =
-        git(&wt.repo, None, [OsStr::new("worktree"), OsStr::new("remove"), OsStr::new("--force"), wt.path.as_os_str()]);
+        git(&wt.repo, [OsStr::new("worktree"), OsStr::new("remove"), OsStr::new("--force"), wt.path.as_os_str()]);
     if removed.is_err() {
         let _ = std::fs::remove_dir_all(&wt.path);
-        let _ = git(&wt.repo, None, ["worktree", "prune"]);
+        let _ = git(&wt.repo, ["worktree", "prune"]);
     }
     if branch {
-        let _ = git(&wt.repo, None, ["branch", "-D", "--", &wt.branch]);
+        let _ = git(&wt.repo, ["branch", "-D", "--", &wt.branch]);
     }
 }
 

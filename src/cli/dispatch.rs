@@ -96,7 +96,10 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Status(s) => {
             let token = Token::parse(&s.token)?;
-            Ok(out.task(&ops::status(&Store::existing(&home)?, token)?))
+            let mut v = ops::status(&Store::existing(&home)?, token)?;
+            // Walked here only: a big worktree would slow every other view of the task.
+            v.worktree_bytes = v.worktree.as_deref().map(crate::worktree::disk_use);
+            Ok(out.task(&v))
         }
         Command::List(l) => {
             let status = l.status.as_deref().map(Status::parse_filter).transpose()?;

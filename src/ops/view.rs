@@ -39,7 +39,8 @@ pub struct TaskView {
     pub pending_question: Option<Question>,
     /// How many times its agent ran: more than once after rate-limited runs (`retry_on`).
     pub attempts: u32,
-    /// Its git worktree (`--worktree`) while it exists, and the bytes it takes (`status` only).
+    /// Its git worktree (`--worktree`) while it exists, and the bytes it takes (filled in by
+    /// the `status` command only: walking a big tree would slow every other view).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<PathBuf>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -134,7 +135,7 @@ impl TaskView {
             question: rec.preview.clone(),
             pending_question,
             attempts: rec.retries + u32::from(rec.started.is_some() || rec.retries > 0),
-            worktree_bytes: worktree.as_deref().filter(|_| with_summary).map(crate::worktree::disk_use),
+            worktree_bytes: None,
             worktree,
             changes: rec.changes.clone(),
             note: (!note.is_empty()).then(|| note.join("; ")),

@@ -122,11 +122,12 @@ impl Store {
         self.pool.checkpoint();
     }
 
-    /// The task's lock file.
+    /// Where task `t`'s git worktree is (`--worktree`).
     pub fn worktree_path(&self, t: Token) -> PathBuf {
         self.home.join("worktrees").join(t.as_str())
     }
 
+    /// The task's lock file.
     pub fn lock_path(&self, t: Token) -> PathBuf {
         self.task_dir(t).join("lock")
     }

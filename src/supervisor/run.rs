@@ -441,8 +441,7 @@ impl Supervisor {
         }
         let outcome = Outcome::from_exit(code, signal, self.stop);
         if let Some(wt) = &self.spec.worktree {
-            let scratch = self.store.task_dir(self.rec.token).join("changes.index");
-            match crate::worktree::changes(wt, &scratch) {
+            match crate::worktree::changes(wt) {
                 Ok(c) => self.rec.changes = Some(c),
                 Err(e) => self.add_note(format!("cannot count what changed in the worktree: {e}")),
             }

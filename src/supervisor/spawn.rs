@@ -9,7 +9,7 @@
 //! killed supervisor.
 
 use std::collections::BTreeMap;
-use std::ffi::{CString, OsString};
+use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
@@ -109,6 +109,13 @@ impl Exec {
         let cwd = c(spec.cwd.as_os_str().as_bytes())?;
         // The launcher's environment, with the task's variables on top.
         let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        if spec.worktree.is_some() {
+            // Its git works on its own worktree, not whatever repository the launcher's
+            // caller (a git hook, say) pointed at.
+            for v in crate::worktree::REPO_VARIABLES {
+                env.remove(OsStr::new(v));
+            }
+        }
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
         let args = spec.argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env

@@ -6,10 +6,24 @@ use std::process::Command;
 
 use crate::common::Home;
 
+/// Git as these tests need it, whatever this machine's configuration: no global or system
+/// settings (signing, hooks, default branch).
+fn isolated(cmd: &mut Command) -> &mut Command {
+    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1")
+}
+
 fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").arg("-C").arg(dir).args(args).output().unwrap();
+    let out = isolated(Command::new("git").arg("-C").arg(dir)).args(args).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
+}
+
+/// agentctl on `h`, in `dir`, with the same git.
+fn agentctl(h: &Home, dir: &Path) -> Command {
+    let mut cmd = h.cmd();
+    cmd.current_dir(dir);
+    isolated(&mut cmd);
+    cmd
 }
 
 /// A repository with one commit (`a.txt`, a `.gitignore` naming `.env`), an untracked `.env`
@@ -39,9 +53,7 @@ fn two_tasks_in_one_repository_each_see_only_their_own_tree_and_their_own_change
     let status_before = git(&r, &["status", "--porcelain"]);
     let index_before = std::fs::read(r.join(".git/index")).unwrap();
     let start = |script: &str| {
-        let out = h
-            .cmd()
-            .current_dir(&r)
+        let out = agentctl(&h, &r)
             .args(["--json", "run", "--async", "--worktree", "--", "sh", "-c", script])
             .output()
             .unwrap();
@@ -90,9 +102,7 @@ fn a_task_started_in_a_subdirectory_runs_in_the_same_place_of_its_worktree_and_f
     let first = git(&r, &["rev-parse", "HEAD"]).trim().to_owned();
     std::fs::write(r.join("a.txt"), "two\n").unwrap();
     git(&r, &["commit", "-qam", "second"]);
-    let out = h
-        .cmd()
-        .current_dir(r.join("sub"))
+    let out = agentctl(&h, &r.join("sub"))
         .args([
             "--json",
             "run",
@@ -116,7 +126,7 @@ fn prune_removes_worktrees_and_keeps_branches_unless_purged() {
     let h = Home::new();
     let r = repo(&h);
     let run = |args: &[&str]| {
-        let out = h.cmd().current_dir(&r).args(args).output().unwrap();
+        let out = agentctl(&h, &r).args(args).output().unwrap();
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["token"].as_str().unwrap().to_owned()
     };
     let kept = run(&["--json", "run", "--sync", "--worktree", "--", "true"]);
@@ -136,17 +146,90 @@ fn worktree_outside_a_repository_or_from_a_bad_base_is_refused_and_leaves_nothin
     let h = Home::new();
     let plain = h.path().join("plain");
     std::fs::create_dir_all(&plain).unwrap();
-    let out = h.cmd().current_dir(&plain).args(["run", "--worktree", "--", "true"]).output().unwrap();
+    let out = agentctl(&h, &plain).args(["run", "--worktree", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("needs a git repository"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs the working tree of a git repository"));
     let r = repo(&h);
-    let out = h.cmd().current_dir(&r).args(["run", "--base", "no-such-branch", "--", "true"]).output().unwrap();
+    let out = agentctl(&h, &r).args(["run", "--base", "no-such-branch", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("no-such-branch"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Started from a directory the base commit does not have: refused after the worktree was
+    // made, which goes again.
+    std::fs::create_dir_all(r.join("untracked/deeper")).unwrap();
+    let out = agentctl(&h, &r.join("untracked/deeper")).args(["run", "--worktree", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not in commit"));
     assert!(git(&r, &["branch", "--list", "agentctl/*"]).is_empty());
+    assert_eq!(git(&r, &["worktree", "list"]).lines().count(), 1);
+    assert!(std::fs::read_dir(h.path().join("worktrees")).map_or(true, |mut d| d.next().is_none()));
     assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0);
+}
+
+#[test]
+fn changes_count_commits_deletions_binary_and_new_files_but_not_the_copied_in_ones() {
+    let h = Home::new();
+    let r = repo(&h);
+    // Not ignored, yet copied in: not the agent's change.
+    std::fs::write(r.join(".worktreeinclude"), ".env\nlocal.cfg\n").unwrap();
+    std::fs::write(r.join("local.cfg"), "x=1\n").unwrap();
+    let objects = git(&r, &["count-objects"]);
+    let script = r"printf 'one\nmore\n' > a.txt && git -c user.email=a@b -c user.name=a commit -qam edit &&
+                   rm sub/b.txt && printf 'bin\0ary' > blob.bin && printf 'no newline' > last.txt && test -f local.cfg";
+    let out =
+        agentctl(&h, &r).args(["--json", "run", "--sync", "--worktree", "--", "sh", "-c", script]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    let c = &v["changes"];
+    assert_eq!(c["paths"], serde_json::json!(["a.txt", "sub/b.txt", "blob.bin", "last.txt"]), "{v}");
+    // a.txt +1, sub/b.txt -1 (its committed line), last.txt +1, blob.bin none.
+    assert_eq!((c["files"].as_u64(), c["added"].as_u64(), c["removed"].as_u64()), (Some(4), Some(2), Some(1)), "{v}");
+    // Nothing but the agent's commit (a blob, a tree, the commit) was written into the user's
+    // repository: counting wrote nothing.
+    let loose = |s: &str| s.split_whitespace().next().unwrap().parse::<u64>().unwrap();
+    assert_eq!(loose(&git(&r, &["count-objects"])), loose(&objects) + 3);
+}
+
+#[test]
+fn an_included_file_is_never_copied_through_a_symlink_the_base_commit_has() {
+    let h = Home::new();
+    let r = repo(&h);
+    let victim = h.path().join("victim.txt");
+    std::fs::write(&victim, "untouched\n").unwrap();
+    // A branch whose tree has `conf` as a symlink out of the repository.
+    git(&r, &["checkout", "-q", "-b", "evil"]);
+    std::os::unix::fs::symlink(h.path(), r.join("conf")).unwrap();
+    git(&r, &["add", "conf"]);
+    git(&r, &["commit", "-qm", "evil"]);
+    git(&r, &["checkout", "-q", "main"]);
+    // On main, `conf/victim.txt` is an untracked file the include list names.
+    std::fs::create_dir_all(r.join("conf")).unwrap();
+    std::fs::write(r.join("conf/victim.txt"), "overwritten\n").unwrap();
+    std::fs::write(r.join(".worktreeinclude"), ".env\nconf/\n").unwrap();
+    let out = agentctl(&h, &r).args(["--json", "run", "--sync", "--base", "evil", "--", "true"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "refused: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("symlink"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "untouched\n");
+    assert!(git(&r, &["branch", "--list", "agentctl/*"]).is_empty(), "nothing left behind");
+}
+
+#[test]
+fn a_task_started_with_the_callers_git_variables_never_touches_the_callers_index() {
+    let h = Home::new();
+    let r = repo(&h);
+    let index_before = std::fs::read(r.join(".git/index")).unwrap();
+    // As from a git hook: GIT_DIR and GIT_INDEX_FILE point at the user's repository.
+    let out = agentctl(&h, &r)
+        .env("GIT_DIR", r.join(".git"))
+        .env("GIT_INDEX_FILE", r.join(".git/index"))
+        .args(["--json", "run", "--sync", "--worktree", "--", "sh", "-c", "echo x > staged.txt; git add staged.txt"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["changes"]["paths"], serde_json::json!(["staged.txt"]), "{v}");
+    assert_eq!(std::fs::read(r.join(".git/index")).unwrap(), index_before);
 }
