@@ -92,7 +92,15 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let worktree = req.worktree.clone().or_else(|| template.worktree.then_some(None));
     let pool_name = req.pool.clone().or_else(|| template.pool.clone()).unwrap_or_else(|| DEFAULT_POOL.to_owned());
     agents.check_pool(&pool_name)?;
-    let pool = Some(PoolRef { name: pool_name, agents_file: agents.path().map(Path::to_path_buf) });
+    // A task started from inside another one (a sub-agent's own sub-agents) does not wait for a
+    // place: its parent holds one, and waiting behind it could never end.
+    let nested = std::env::var_os("AGENTCTL_TOKEN").is_some_and(|t| !t.is_empty());
+    let pool = (!nested).then(|| PoolRef {
+        parallel: Some(agents.parallel(&pool_name)),
+        name: pool_name,
+        // The supervisor runs in `/`: the file by its absolute name.
+        agents_file: agents.path().map(|p| base.join(p)),
+    });
     let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
@@ -212,9 +220,14 @@ pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskVi
 fn handed_back(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
     let token = rec.token;
     let mut v = TaskView::of(store, rec, true)?;
+    let state = if v.status == crate::task::Status::Queued {
+        "waits for a place in its pool, and runs in the background once it has one"
+    } else {
+        "is running in the background"
+    };
     v.message = Some(format!(
-        "Task {token} is running in the background. Await it to get its result (await blocks up to {} s; call it \
-         again to keep waiting), or halt it to stop it.",
+        "Task {token} {state}. Await it to get its result (await blocks up to {} s; call it again to keep waiting), \
+         or halt it to stop it.",
         AWAIT_TIMEOUT.as_secs()
     ));
     Ok(v)

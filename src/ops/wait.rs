@@ -50,7 +50,11 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     let untraced = "processes that left the task's session (setsid) could not be traced";
     let note = match (store.supervisor_id(token), &rec.started) {
         (Some(id), started) => {
-            let when = if started.is_some() { "" } else { " before it recorded that the agent started" };
+            let when = match (started, rec.queued) {
+                (Some(_), _) => "",
+                (None, true) => " while the task waited for a place in its pool (it never ran)",
+                (None, false) => " before it recorded that the agent started",
+            };
             match reach::end_lost(id, token) {
                 Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
                 None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),

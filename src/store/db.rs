@@ -121,10 +121,13 @@ const MIGRATIONS: [&str; 5] = [
     ) WITHOUT ROWID;
     CREATE INDEX mcp_tasks_by_task ON mcp_tasks(token);
 ",
-    // Pools: which pool a task waits in for a place, and the open tasks of each, in order.
+    // Pools: which pool a task waits in for a place, the order tasks came in (a clock's
+    // millisecond holds many), and the open tasks of each pool in that order.
     r"
     ALTER TABLE tasks ADD COLUMN pool TEXT;
-    CREATE INDEX tasks_open_by_pool ON tasks(pool, created_at_ms, token) WHERE ended_at_ms IS NULL;
+    ALTER TABLE tasks ADD COLUMN queue_seq INTEGER;
+    CREATE INDEX tasks_by_queue_seq ON tasks(queue_seq);
+    CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL;
 ",
 ];
 

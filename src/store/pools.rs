@@ -1,7 +1,7 @@
 //! Pools: a task waits (`queued`) until its pool has a place for it. Places are counted in
 //! the store, in one write transaction at a time, so two tasks never take the last one: the
 //! pool's open tasks that were given a place (`starting`, `running`) against its `parallel`,
-//! and the queued ones in the order they were created.
+//! and the queued ones in the order they were saved (`queue_seq`).
 
 use rusqlite::params;
 
@@ -33,8 +33,7 @@ impl Store {
         let open: Vec<(String, String)> = {
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT token, status FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL \
-                     ORDER BY created_at_ms, token",
+                    "SELECT token, status FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL ORDER BY queue_seq",
                 )
                 .map_err(err(what))?;
             stmt.query_map([pool], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -74,7 +73,7 @@ impl Store {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT token FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL AND status = 'queued' \
-                 ORDER BY created_at_ms, token",
+                 ORDER BY queue_seq",
             )
             .map_err(err(what))?;
         let queued: Vec<String> = stmt

@@ -203,8 +203,8 @@ impl Store {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         conn.execute(
-            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks))",
             params![
                 rec.token.as_str(),
                 rec.created_at_ms as i64,

@@ -8,6 +8,9 @@
 //!   when that one leaves the line (it got its place, or it ended), and the connection closes
 //!   if it dies.
 //!
+//! - The first in line also watches the agents file's directory (one inotify instance per
+//!   pool's line, not per waiter): a raised `parallel` lets it, and those behind it, start.
+//!
 //! So one end wakes one waiter, and each wakes the next as it moves up. A holder or waiter
 //! found dead (its lock free) is recorded `lost` on the spot, which frees its place. The
 //! waiter meanwhile answers its own clients: `wait`, `queue`, and `halt`, which ends it
@@ -16,9 +19,11 @@
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
+use std::path::Path;
 use std::time::Duration;
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::SignalFd;
 
@@ -53,10 +58,13 @@ pub(super) fn wait_for_place(
 ) -> Result<Waited> {
     let Some(pool) = &spec.pool else { return Ok(Waited::Placed) };
     let mut told = false;
+    let mut parallel = pool.parallel.unwrap_or(DEFAULT_PARALLEL);
     loop {
-        // Read again each time: a changed `parallel` counts from the next look.
-        let parallel = Agents::load(store.home(), pool.agents_file.as_deref())
-            .map_or(DEFAULT_PARALLEL, |a| a.parallel(&pool.name));
+        // Read again each time: a changed `parallel` counts from the next look. A file that
+        // cannot be read now (half saved, say) leaves the last limit read.
+        if let Ok(agents) = Agents::load(store.home(), pool.agents_file.as_deref()) {
+            parallel = agents.parallel(&pool.name);
+        }
         let (place, holders, ahead) = match store.claim(rec, &pool.name, parallel)? {
             Claim::Granted => {
                 clients.answer(|want| want == Some(Request::Queue));
@@ -68,8 +76,13 @@ pub(super) fn wait_for_place(
         let watched: Vec<Token> = if place == 1 { holders } else { ahead.into_iter().collect() };
         let dead: Vec<Token> = watched.iter().copied().filter(|&t| gone(store, t)).collect();
         if !dead.is_empty() {
+            let mut recorded = true;
             for t in dead {
-                let _ = crate::ops::refresh(store, t);
+                recorded &= crate::ops::refresh(store, t).is_ok_and(|r| r.status().is_final());
+            }
+            if !recorded {
+                // Its end could not be written (a full disk, say): not again at once.
+                std::thread::sleep(SETTLE);
             }
             continue;
         }
@@ -82,12 +95,16 @@ pub(super) fn wait_for_place(
         }
         let request = if place == 1 { Request::Wait } else { Request::Queue };
         let streams: Vec<UnixStream> = watched.iter().filter_map(|&t| connect(store, t, request)).collect();
-        if streams.is_empty() {
-            // Nobody to watch right now (a holder was ending as we looked): look again soon.
+        if streams.len() < watched.len() {
+            // One of them was ending as we looked (its socket gone): look again, soon, rather
+            // than sleep on the others while its place stays free.
             std::thread::sleep(SETTLE);
             continue;
         }
-        if let Some(why) = sleep_on(&streams, signals, clients) {
+        // The first in line also wakes when the agents file changes: a raised `parallel`.
+        let file = if place == 1 { pool.agents_file.as_deref().and_then(watch_file) } else { None };
+        let name = pool.agents_file.as_deref().and_then(Path::file_name);
+        if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients) {
             return Ok(Waited::Halted(why));
         }
     }
@@ -106,24 +123,49 @@ fn connect(store: &Store, t: Token, request: Request) -> Option<UnixStream> {
     Some(stream)
 }
 
-/// Sleep until a watched connection has something (an answer, or its end), serving clients
-/// meanwhile. `Some(why)` when a halt or a stop signal came instead.
-fn sleep_on(streams: &[UnixStream], signals: &SignalFd, clients: &mut Clients) -> Option<String> {
+/// An inotify watch on the directory of `file` (editors replace files rather than write them),
+/// if one can be had.
+fn watch_file(file: &Path) -> Option<Inotify> {
+    let dir = file.parent()?;
+    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
+    let mask = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE;
+    inotify.add_watch(dir, mask).ok()?;
+    Some(inotify)
+}
+
+/// Sleep until a watched connection has something (an answer, or its end), or the watched
+/// agents file's directory changes, serving clients meanwhile. `Some(why)` when a halt or a
+/// stop signal came instead.
+fn sleep_on(
+    streams: &[UnixStream],
+    file: Option<(&Inotify, &std::ffi::OsStr)>,
+    signals: &SignalFd,
+    clients: &mut Clients,
+) -> Option<String> {
     loop {
         let timeout = clients.wake_at().map_or(PollTimeout::NONE, |t| {
             let ms = t.saturating_duration_since(std::time::Instant::now()).as_millis().min(60_000) as u16;
             PollTimeout::from(ms)
         });
-        let (watched, signalled, served): (bool, bool, Vec<bool>) = {
+        let (answered, changed, signalled, served): (bool, bool, bool, Vec<bool>) = {
             let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
             fds.extend(streams.iter().map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN)));
+            fds.extend(file.map(|(f, _)| PollFd::new(f.as_fd(), PollFlags::POLLIN)));
             fds.extend(clients.poll_fds());
             if poll(&mut fds, timeout).is_err() {
                 continue;
             }
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
-            (ready[1..=streams.len()].iter().any(|&r| r), ready[0], ready[streams.len() + 1..].to_vec())
+            let n = streams.len();
+            let watched = n + usize::from(file.is_some());
+            (ready[1..=n].iter().any(|&r| r), file.is_some() && ready[watched], ready[0], ready[watched + 1..].to_vec())
         };
+        // Other files of that directory (the store's, say) change all the time: only the
+        // agents file counts.
+        let changed = changed
+            && file.is_some_and(|(f, name)| {
+                f.read_events().is_ok_and(|events| events.iter().any(|e| e.name.as_deref() == Some(name)))
+            });
         if signalled {
             while let Ok(Some(info)) = signals.read_signal() {
                 if let Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) = Signal::try_from(info.ssi_signo as i32) {
@@ -134,7 +176,7 @@ fn sleep_on(streams: &[UnixStream], signals: &SignalFd, clients: &mut Clients) -
         if !clients.serve(&served).is_empty() {
             return Some("halted while it waited for a place; it never ran".to_owned());
         }
-        if watched {
+        if answered || changed {
             return None;
         }
     }

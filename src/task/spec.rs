@@ -44,5 +44,9 @@ pub struct TaskSpec {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PoolRef {
     pub name: String,
+    /// The agents file in force at launch (absolute), read again for the limit.
     pub agents_file: Option<PathBuf>,
+    /// The limit at launch: kept while the file cannot be read (a half-saved edit, say).
+    #[serde(default)]
+    pub parallel: Option<u32>,
 }

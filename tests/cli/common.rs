@@ -133,6 +133,13 @@ impl Home {
         v["token"].as_str().unwrap().to_owned()
     }
 
+    /// Whether every task has ended: none queued, starting or running.
+    pub fn all_ended(&self) -> bool {
+        ["queued", "starting", "running"]
+            .iter()
+            .all(|s| self.run(&["--json", "list", "--status", s, "--limit", "1"], 0).json()["count"] == 0)
+    }
+
     pub fn status(&self, token: &str) -> Value {
         let out = self.cmd().args(["--json", "status", token]).output().unwrap();
         serde_json::from_slice(&out.stdout).unwrap()

@@ -141,7 +141,8 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     h.db()
         .execute_batch(
             "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
-             DROP INDEX tasks_open_by_pool; ALTER TABLE tasks DROP COLUMN pool; PRAGMA user_version = 1;",
+             DROP INDEX tasks_open_by_pool; DROP INDEX tasks_by_queue_seq; ALTER TABLE tasks DROP COLUMN pool; \
+             ALTER TABLE tasks DROP COLUMN queue_seq; PRAGMA user_version = 1;",
         )
         .unwrap();
     let listed = h.run(&["--json", "list", "--status", "completed"], 0).json();
@@ -214,9 +215,7 @@ fn prune_removes_more_tasks_than_one_batch_and_leaves_nothing_of_them() {
     // prune removes tasks 256 to a transaction: 300 spans two batches.
     let h = Home::new();
     let tokens: Vec<String> = (0..300).map(|_| h.start(&["true"])).collect();
-    wait_until(Duration::from_secs(120), "every task to end", || {
-        h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
-    });
+    wait_until(Duration::from_secs(120), "every task to end", || h.all_ended());
     let pruned = h.run(&["--json", "prune", "--older-than", "0s"], 0).json();
     assert_eq!(
         (pruned["count"].as_u64(), pruned["events_removed"].as_u64()),

@@ -33,9 +33,7 @@ fn fifty_tasks_started_at_once_all_finish_and_are_listed() {
     tokens.sort();
     tokens.dedup();
     assert_eq!(tokens.len(), 50, "tokens must be unique");
-    wait_until(Duration::from_secs(60), "all 50 tasks to finish", || {
-        h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
-    });
+    wait_until(Duration::from_secs(60), "all 50 tasks to finish", || h.all_ended());
     let v = h.run(&["--json", "list"], 0).json();
     let tasks = v["tasks"].as_array().unwrap();
     assert_eq!(tasks.len(), 50);

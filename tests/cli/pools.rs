@@ -5,41 +5,57 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Home, alive, wait_until};
 
-/// A home whose role `w` runs `sleep QUESTION` in pool `two` (parallel 2).
+/// A home whose role `w` runs `sleep QUESTION` in pool `two` (of `parallel` places).
 fn pooled(h: &Home, parallel: u32) {
     let toml = format!(
         "[pools.two]\nparallel = {parallel}\n[agents.w]\ncommand = [\"sh\", \"-c\", \"sleep $0; echo \\\"> slept $0\\\"\", \"{{question}}\"]\npool = \"two\"\n"
     );
-    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    // Written whole, then renamed: a waiter never reads half a file.
+    let tmp = h.path().join("agents.toml.new");
+    std::fs::write(&tmp, toml).unwrap();
+    std::fs::rename(tmp, h.path().join("agents.toml")).unwrap();
 }
 
-fn ask(h: &Home, secs: &str) -> String {
-    h.run(&["--json", "ask", "--async", "w", secs], 0).json()["token"].as_str().unwrap().to_owned()
+/// Start `w` with `secs`; its token and its status as the launch answered.
+fn ask(h: &Home, secs: &str) -> (String, serde_json::Value) {
+    let v = h.run(&["--json", "ask", "--async", "w", secs], 0).json();
+    (v["token"].as_str().unwrap().to_owned(), v)
 }
 
-fn running(h: &Home) -> usize {
-    h.run(&["--json", "list", "--status", "running"], 0).json()["count"].as_u64().unwrap() as usize
+/// The tasks holding places: starting or running.
+fn holding(h: &Home) -> u64 {
+    ["starting", "running"]
+        .iter()
+        .map(|s| h.run(&["--json", "list", "--status", s], 0).json()["count"].as_u64().unwrap())
+        .sum()
 }
 
 #[test]
 fn a_pool_runs_at_most_parallel_tasks_and_starts_the_rest_in_order() {
     let h = Home::new();
     pooled(&h, 2);
+    // Two holders that end only when halted, so the line is sure to form.
+    let holders: Vec<String> = (0..2).map(|_| ask(&h, "600").0).collect();
     let t0 = Instant::now();
-    let tokens: Vec<String> = (0..6).map(|_| ask(&h, "0.5")).collect();
-    let first = h.status(&tokens[2]);
-    assert_eq!(first["status"], "queued", "{first}");
-    assert!(first["summary"].as_str().unwrap().contains("place 1 in line for pool `two`"), "{first}");
-    assert!(h.status(&tokens[5])["summary"].as_str().unwrap().contains("place 4 in line"));
+    let mut waiting = Vec::new();
+    for i in 0..4 {
+        let (t, v) = ask(&h, "0.3");
+        assert_eq!(v["status"], "queued", "{v}");
+        assert!(v["summary"].as_str().unwrap().contains(&format!("place {} in line for pool `two`", i + 1)), "{v}");
+        waiting.push(t);
+    }
+    for t in &holders {
+        h.run(&["halt", t, "--grace", "0.2s"], 0);
+    }
     let mut most = 0;
-    wait_until(Duration::from_secs(60), "all six to end", || {
-        most = most.max(running(&h));
-        h.run(&["--json", "list", "--status", "completed"], 0).json()["count"] == 6
+    wait_until(Duration::from_secs(60), "the four to end", || {
+        most = most.max(holding(&h));
+        waiting.iter().all(|t| h.status(t)["status"] == "completed")
     });
-    assert!(most <= 2, "{most} ran at once");
-    // Three waves of two: not before 1.5 s.
-    assert!(t0.elapsed() >= Duration::from_millis(1500), "{:?}", t0.elapsed());
-    let starts: Vec<u64> = tokens.iter().map(|t| h.record(t)["started"]["at_ms"].as_u64().unwrap()).collect();
+    assert!(most <= 2, "{most} held places at once");
+    // Two waves of two: not before 0.6 s.
+    assert!(t0.elapsed() >= Duration::from_millis(600), "{:?}", t0.elapsed());
+    let starts: Vec<u64> = waiting.iter().map(|t| h.record(t)["started"]["at_ms"].as_u64().unwrap()).collect();
     let mut sorted = starts.clone();
     sorted.sort();
     assert_eq!(starts, sorted, "started in the order they came");
@@ -49,10 +65,11 @@ fn a_pool_runs_at_most_parallel_tasks_and_starts_the_rest_in_order() {
 fn a_queued_task_can_be_awaited_and_halted_and_a_halted_one_never_runs() {
     let h = Home::new();
     pooled(&h, 1);
-    let holder = ask(&h, "60");
-    let waiting = ask(&h, "0.2");
-    let halted = ask(&h, "0.2");
-    assert_eq!(h.status(&halted)["status"], "queued");
+    let (holder, _) = ask(&h, "600");
+    let (waiting, _) = ask(&h, "0.2");
+    let (halted, v) = ask(&h, "0.2");
+    assert_eq!(v["status"], "queued");
+    assert!(v["message"].as_str().unwrap().contains("waits for a place"), "{v}");
     let v = h.run_within(Duration::from_secs(30), &["--json", "halt", &halted], 0).json();
     assert_eq!(v["status"], "cancelled", "{v}");
     assert!(v["note"].as_str().unwrap().contains("it never ran"), "{v}");
@@ -65,15 +82,27 @@ fn a_queued_task_can_be_awaited_and_halted_and_a_halted_one_never_runs() {
     assert_eq!((v["status"].as_str(), v["summary"].as_str()), (Some("completed"), Some("slept 0.2")), "{v}");
 }
 
+fn kill(pid: i64) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+}
+
 #[test]
-fn a_killed_supervisor_frees_its_place_for_the_next_in_line() {
+fn a_killed_supervisor_running_or_queued_frees_its_place_for_the_next_in_line() {
     let h = Home::new();
     pooled(&h, 1);
-    let holder = ask(&h, "60");
-    let next = ask(&h, "0.2");
+    let (holder, _) = ask(&h, "600");
+    let (doomed, _) = ask(&h, "600");
+    let (next, _) = ask(&h, "0.2");
+    // The waiter ahead of `next` dies first: `next` moves up (it is recorded lost).
+    let queued_sup = std::fs::read_to_string(h.path().join("tasks").join(&doomed).join("lock")).unwrap();
+    kill(queued_sup.split_whitespace().next().unwrap().parse().unwrap());
+    wait_until(Duration::from_secs(30), "the dead waiter to be recorded lost", || {
+        h.status(&doomed)["status"] == "lost"
+    });
+    assert!(h.status(&doomed)["note"].as_str().unwrap().contains("waited for a place"), "{}", h.status(&doomed));
     let rec = h.record(&holder);
     let (sup, agent) = (rec["started"]["supervisor_pid"].as_i64().unwrap(), rec["started"]["pid"].as_i64().unwrap());
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
+    kill(sup);
     let v = h.run_within(Duration::from_secs(30), &["--json", "await", &next], 0).json();
     assert_eq!(v["status"], "completed", "{v}");
     assert_eq!(h.status(&holder)["status"], "lost");
@@ -81,17 +110,33 @@ fn a_killed_supervisor_frees_its_place_for_the_next_in_line() {
 }
 
 #[test]
-fn raising_parallel_lets_waiting_tasks_start_at_the_next_end() {
+fn raising_parallel_starts_waiting_tasks_without_any_other_end() {
     let h = Home::new();
     pooled(&h, 1);
-    let first = ask(&h, "0.5");
-    let tokens: Vec<String> = (0..3).map(|_| ask(&h, "30")).collect();
+    let (holder, _) = ask(&h, "600");
+    let tokens: Vec<String> = (0..3).map(|_| ask(&h, "600").0).collect();
+    assert_eq!(h.status(&tokens[2])["status"], "queued");
     pooled(&h, 4);
-    h.run_within(Duration::from_secs(30), &["await", &first], 0);
-    wait_until(Duration::from_secs(30), "the three to run together", || running(&h) == 3);
-    for t in &tokens {
-        h.run(&["halt", t, "--grace", "0.5s"], 0);
+    wait_until(Duration::from_secs(30), "all four to hold places", || holding(&h) == 4);
+    for t in tokens.iter().chain([&holder]) {
+        h.run(&["halt", t, "--grace", "0.2s"], 0);
     }
+}
+
+#[test]
+fn a_task_started_from_inside_a_task_does_not_wait_behind_its_parent() {
+    let h = Home::new();
+    pooled(&h, 1);
+    // The parent holds the pool's one place; its children would wait for ever behind it.
+    let bin = env!("CARGO_BIN_EXE_agentctl");
+    let script = format!("{bin} run --sync --pool two -- echo one && {bin} run --sync -- echo two && echo '> both'");
+    let v = h.run_within(
+        Duration::from_secs(60),
+        &["--json", "run", "--sync", "--pool", "two", "--", "sh", "-c", &script],
+        0,
+    );
+    let v = v.json();
+    assert_eq!((v["status"].as_str(), v["summary"].as_str()), (Some("completed"), Some("both")), "{v}");
 }
 
 #[test]

@@ -142,9 +142,7 @@ fn readers_never_see_a_torn_record_while_records_are_written() {
         for _ in 0..20 {
             h.run(&["--json", "run", "--async", "--", &fake, "sleep", "0.05"], 0);
         }
-        wait_until(Duration::from_secs(30), "all tasks to end", || {
-            h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 0
-        });
+        wait_until(Duration::from_secs(30), "all tasks to end", || h.all_ended());
         done.store(true, std::sync::atomic::Ordering::Relaxed);
         reader.join().unwrap()
     });
