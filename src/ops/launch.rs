@@ -197,6 +197,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             crate::worktree::remove(wt, true);
         }
     })?;
+    // It has its place and runs (its supervisor's record says so too); `None`: it waits.
+    rec.queued = rec.started.is_none() && rec.queued;
     Ok(rec)
 }
 

@@ -3,12 +3,14 @@
 //! pool's open tasks that were given a place (`starting`, `running`) against its `parallel`,
 //! and the queued ones in the order they were saved (`queue_seq`).
 
+use std::time::SystemTime;
+
 use rusqlite::params;
 
 use super::Store;
 use super::db::{self, err};
 use crate::error::Result;
-use crate::task::{Status, TaskRecord, Token};
+use crate::task::{Status, TaskRecord, Token, unix_ms};
 
 fn what() -> String {
     "cannot count the places of a pool in the store".to_owned()
@@ -30,27 +32,35 @@ impl Store {
     pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
-        let open: Vec<(String, String)> = {
+        // With each, when a rate-limited one runs again (until then it is not in line).
+        let open: Vec<(String, String, Option<i64>)> = {
             let mut stmt = tx
                 .prepare_cached(
-                    "SELECT token, status FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL ORDER BY queue_seq",
+                    "SELECT token, status, json_extract(record, '$.retry_at_ms') FROM tasks \
+                     WHERE pool = ?1 AND ended_at_ms IS NULL ORDER BY queue_seq",
                 )
                 .map_err(err(what))?;
-            stmt.query_map([pool], |r| Ok((r.get(0)?, r.get(1)?)))
+            stmt.query_map([pool], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .map_err(err(what))?
                 .collect::<rusqlite::Result<_>>()
                 .map_err(err(what))?
         };
         let me = rec.token.as_str();
+        let now = unix_ms(SystemTime::now()) as i64;
         let is = |s: &str, st: Status| s == st.as_str();
         let holders: Vec<Token> = open
             .iter()
-            .filter(|(t, s)| t != me && (is(s, Status::Starting) || is(s, Status::Running)))
-            .filter_map(|(t, _)| Token::parse(t).ok())
+            .filter(|(t, s, _)| t != me && (is(s, Status::Starting) || is(s, Status::Running)))
+            .filter_map(|(t, _, _)| Token::parse(t).ok())
             .collect();
-        let queued: Vec<&str> = open.iter().filter(|(_, s)| is(s, Status::Queued)).map(|(t, _)| t.as_str()).collect();
+        let queued: Vec<&str> = open
+            .iter()
+            .filter(|(t, s, retry_at)| is(s, Status::Queued) && (t == me || retry_at.is_none_or(|at| at <= now)))
+            .map(|(t, _, _)| t.as_str())
+            .collect();
         let Some(place) = queued.iter().position(|t| *t == me) else {
             // Not waiting (it never was, or it has its place already).
+            rec.queued = false;
             return Ok(Claim::Granted);
         };
         if holders.len() + place < parallel as usize {

@@ -152,7 +152,7 @@ impl Clients {
                 halts.push(grace);
                 true
             }
-            Some(Request::Wait | Request::Queue) => true,
+            Some(Request::Wait | Request::Queue | Request::Place) => true,
             None => false,
         }
     }

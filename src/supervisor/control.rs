@@ -3,6 +3,8 @@
 //! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
 //! `queue`       -> `done` once the task is not waiting for a place in its pool any more (it
 //!                  has one, or it ended); at once if it was not waiting
+//! `place`       -> `done` once the task gives up its place in its pool (it ended, or went back
+//!                  to wait after a rate-limited run)
 //! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
 //!                  (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it is left alive
 //!                  and the final record is written
@@ -19,6 +21,7 @@ use tokio::net::UnixStream;
 pub enum Request {
     Wait,
     Queue,
+    Place,
     Halt { grace: Duration },
 }
 
@@ -28,6 +31,7 @@ impl Request {
         match self {
             Request::Wait => "wait\n".to_owned(),
             Request::Queue => "queue\n".to_owned(),
+            Request::Place => "place\n".to_owned(),
             Request::Halt { grace } => format!("halt {}\n", grace.as_millis()),
         }
     }
@@ -37,6 +41,7 @@ impl Request {
         match line.trim().split_once(' ') {
             None if line.trim() == "wait" => Some(Request::Wait),
             None if line.trim() == "queue" => Some(Request::Queue),
+            None if line.trim() == "place" => Some(Request::Place),
             Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt { grace: Duration::from_millis(ms) }),
             _ => None,
         }
@@ -139,7 +144,7 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [Request::Wait, Request::Queue, Request::Halt { grace: Duration::from_millis(5000) }] {
+        for r in [Request::Wait, Request::Queue, Request::Place, Request::Halt { grace: Duration::from_millis(5000) }] {
             assert_eq!(Request::parse(r.line().trim_end()), Some(r));
         }
         assert_eq!(Request::parse("halt x"), None);

@@ -2,8 +2,9 @@
 //! daemon: it sleeps on sockets, and looks again only when something that can free a place
 //! happens.
 //!
-//! - The first in line connects to the control socket of every task holding a place (`wait`):
-//!   the answer comes when one ends, and the connection closes when one's supervisor dies.
+//! - The first in line connects to the control socket of every task holding a place (`place`):
+//!   the answer comes when one gives its place up (it ends, or goes back to wait after a
+//!   rate-limited run), and the connection closes when one's supervisor dies.
 //! - Every other waiter connects to the waiter just ahead of it (`queue`): the answer comes
 //!   when that one leaves the line (it got its place, or it ended), and the connection closes
 //!   if it dies.
@@ -93,7 +94,7 @@ pub(super) fn wait_for_place(
             }
             told = true;
         }
-        let request = if place == 1 { Request::Wait } else { Request::Queue };
+        let request = if place == 1 { Request::Place } else { Request::Queue };
         let streams: Vec<UnixStream> = watched.iter().filter_map(|&t| connect(store, t, request)).collect();
         if streams.len() < watched.len() {
             // One of them was ending as we looked (its socket gone): look again, soon, rather

@@ -252,14 +252,35 @@ impl Supervisor {
         let delay = policy.delay(n);
         let at = Instant::now() + delay;
         self.rec.retry_at_ms = Some(unix_ms(SystemTime::now()) + delay.as_millis() as u64);
+        // It gives its pool's place up for the back-off (another task may run meanwhile), then
+        // waits at the head of the line: it came before those behind it.
+        let pooled = self.spec.pool.is_some();
+        self.rec.queued = pooled;
         let _ = self.store.write_record(&self.rec);
+        self.clients.answer(|want| want == Some(Request::Place));
         while self.stop.is_none() && Instant::now() < at {
             let wake = [Some(at), self.deadline, self.log.due, self.log.look_at];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
         }
         self.rec.retry_at_ms = None;
+        if self.stop.is_none() && pooled {
+            let _ = self.store.write_record(&self.rec);
+            match wait_for_place(&self.store, &mut self.rec, &self.spec, &self.signals, &mut self.clients) {
+                Ok(Waited::Placed) => {}
+                Ok(Waited::Halted(why)) => {
+                    self.add_note(why);
+                    self.stop = Some(StopReason::Halted);
+                }
+                Err(e) => self.add_note(format!("cannot wait for a place in its pool: {e}")),
+            }
+            if self.rec.queued {
+                // Not placed (halted, or the store failed): it ends here.
+                self.stop.get_or_insert(StopReason::Halted);
+            }
+        }
         if self.stop.is_some() {
+            self.rec.queued = false;
             let _ = self.store.write_record(&self.rec);
             return false;
         }

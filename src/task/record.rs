@@ -108,8 +108,9 @@ impl TaskRecord {
     pub fn status(&self) -> Status {
         match (&self.ended, &self.started) {
             (Some(e), _) => e.outcome.status(),
+            // Waiting for a place: before its first run, or between two (a rate-limited run).
+            (None, _) if self.queued => Status::Queued,
             (None, Some(_)) => Status::Running,
-            (None, None) if self.queued => Status::Queued,
             (None, None) => Status::Starting,
         }
     }
