@@ -21,7 +21,7 @@ use super::db::{Conn, Pool, err};
 use super::home::{check_home, create_home, ensure_dir, locate_home};
 use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
+use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token, unix_ms};
 
 /// A home directory, created 0700, with a canonical path (no symlinks in it), and its store.
 #[derive(Clone, Debug)]
@@ -198,25 +198,49 @@ impl Store {
         Err(Error::Internal("could not find a free token after 1000 tries; prune old tasks".into()))
     }
 
-    /// Save a new task's record and spec, in one transaction.
-    pub fn insert_task(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<()> {
+    /// Save a new task. One of a pool that has a place free for it (and nobody queued ahead)
+    /// takes it in the same transaction and is saved `starting`; one that has none is saved
+    /// `queued` (its supervisor waits). Whether it is queued.
+    pub fn insert_task(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<bool> {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
-        conn.execute(
+        let tx = super::db::write(&conn).map_err(err(what))?;
+        let queued = match &spec.pool {
+            Some(pool) => {
+                let parallel = pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL) as i64;
+                let now = unix_ms(std::time::SystemTime::now()) as i64;
+                // Places held, and tasks in line (not those in a back-off).
+                let (held, waiting): (i64, i64) = tx
+                    .query_row(
+                        "SELECT count(*) FILTER (WHERE status IN ('starting', 'running')), \
+                                count(*) FILTER (WHERE status = 'queued' \
+                                    AND coalesce(json_extract(record, '$.retry_at_ms'), 0) <= ?2) \
+                         FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL",
+                        params![pool.name, now],
+                        |r| Ok((r.get(0)?, r.get(1)?)),
+                    )
+                    .map_err(err(what))?;
+                held + waiting >= parallel
+            }
+            None => false,
+        };
+        let saved = TaskRecord { queued, ..rec.clone() };
+        tx.execute(
             "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks))",
             params![
-                rec.token.as_str(),
-                rec.created_at_ms as i64,
-                rec.status().as_str(),
-                rec.role.as_str(),
-                to_json(rec)?,
+                saved.token.as_str(),
+                saved.created_at_ms as i64,
+                saved.status().as_str(),
+                saved.role.as_str(),
+                to_json(&saved)?,
                 to_json(spec)?,
                 spec.pool.as_ref().map(|p| p.name.as_str())
             ],
         )
         .map_err(err(what))?;
-        Ok(())
+        tx.commit().map_err(err(what))?;
+        Ok(queued)
     }
 
     /// Save a record that is not final (a crash may lose this write, which loses nothing true:

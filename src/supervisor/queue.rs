@@ -48,8 +48,8 @@ pub(super) enum Waited {
 /// were between states: a holder ending, a waiter not listening yet).
 const SETTLE: Duration = Duration::from_millis(20);
 
-/// Wait until `rec` has a place in its pool. The first time it has to wait, the launcher is
-/// told (`queued N`) and left.
+/// Wait until `rec` has a place in its pool (one saved with its place has it already). The
+/// first time it has to wait, the launcher is told (`queued N`) and left.
 pub(super) fn wait_for_place(
     store: &Store,
     rec: &mut TaskRecord,
@@ -57,7 +57,7 @@ pub(super) fn wait_for_place(
     signals: &SignalFd,
     clients: &mut Clients,
 ) -> Result<Waited> {
-    let Some(pool) = &spec.pool else { return Ok(Waited::Placed) };
+    let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
     let mut parallel = pool.parallel.unwrap_or(DEFAULT_PARALLEL);
     loop {

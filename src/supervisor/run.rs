@@ -124,7 +124,11 @@ impl Supervisor {
 
         let (mut rec, spec) = match task {
             Task::Unsaved(given) => match store.insert_task(&given.0, &given.1) {
-                Ok(()) => *given,
+                Ok(queued) => {
+                    let (mut rec, spec) = *given;
+                    rec.queued = queued;
+                    (rec, spec)
+                }
                 Err(e) => {
                     // Nothing of the task exists: its launcher removes what it made.
                     report(&format!("unsaved {}", e.to_line()));
