@@ -7,8 +7,8 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use rmcp::model::{
-    CallToolResponse, CancelTaskParams, CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, InputRequest,
-    InputRequests, JsonObject, ProtocolVersion, Task, TaskPayload, TaskStatus, UpdateTaskParams,
+    CancelTaskParams, CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult, InputRequest, InputRequests,
+    JsonObject, ProtocolVersion, Task, TaskPayload, TaskStatus, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
@@ -17,7 +17,7 @@ use serde_json::{Value, json};
 use super::budget::TaskResult;
 use super::result;
 use super::server::AgentctlServer;
-use crate::error::{Error, Frontend, Result};
+use crate::error::{Error, Frontend};
 use crate::ops::{self, Halted, TaskView, Wait, human_duration};
 use crate::store::McpTask;
 use crate::task::{Question, Status, one_line_preview};
@@ -266,17 +266,7 @@ fn internal(e: &crate::error::Error) -> ErrorData {
     ErrorData::internal_error(e.message(Frontend::Mcp), None)
 }
 
-/// The note of a task `start` answers with its token because no handle could be recorded
-/// (joined to the `note` it had).
-pub fn not_handed_out(e: &crate::error::Error, note: Option<String>) -> String {
-    let why = format!("answered with a token, not an MCP task: {}", e.message(Frontend::Mcp));
-    match note {
-        Some(n) => format!("{n}; {why}"),
-        None => why,
-    }
-}
-
-/// `ask`'s and `run`'s answer: refusals and failures become results with `isError: true`.
-pub fn direct(r: Result<CallToolResponse>) -> CallToolResponse {
-    r.unwrap_or_else(|e| result::error(&e).into())
+/// The note of a task `start` answers with its token because no handle could be recorded.
+pub fn not_handed_out(e: &crate::error::Error) -> String {
+    format!("answered with a token, not an MCP task: {}", e.message(Frontend::Mcp))
 }

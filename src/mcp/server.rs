@@ -259,8 +259,8 @@ pub(super) fn cancelled(tokens: &[Token]) -> Error {
 
 /// A tool's answer: refusals and failures become results with `isError: true` and the message
 /// that says what to do; only malformed requests are protocol errors (rmcp raises those).
-pub(super) fn answer(r: Result<CallToolResult>) -> std::result::Result<CallToolResult, ErrorData> {
-    Ok(r.unwrap_or_else(|e| result::error(&e)))
+pub(super) fn answer<T: From<CallToolResult>>(r: Result<T>) -> std::result::Result<T, ErrorData> {
+    Ok(r.unwrap_or_else(|e| result::error(&e).into()))
 }
 
 #[tool_handler(router = self.tool_router)]

@@ -48,7 +48,7 @@ impl AgentctlServer {
     /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
-        let LaunchRequest { mut launch, mut note } = req?;
+        let LaunchRequest { mut launch, note } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
         let offered = native::offered(&ctx);
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
@@ -56,14 +56,14 @@ impl AgentctlServer {
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;
+        let mut r = TaskResult::of(&v, self.next_step(&v));
         if offered && !v.status.is_final() {
             match self.store.create_mcp_task(token) {
                 Ok(t) => return Ok(self.created(&t, &v).into()),
                 // The task runs all the same: its token is the answer, as without the extension.
-                Err(e) => note = Some(native::not_handed_out(&e, note)),
+                Err(e) => r.add_note(native::not_handed_out(&e)),
             }
         }
-        let mut r = TaskResult::of(&v, self.next_step(&v));
         if let Some(note) = note {
             r.add_note(note);
         }
@@ -87,7 +87,7 @@ impl AgentctlServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let req = p.into_launch(self.options.agents_file.clone(), self.options.max_wait);
-        Ok(native::direct(self.start(req, ctx).await))
+        answer(self.start(req, ctx).await)
     }
 
     #[tool(
@@ -101,7 +101,7 @@ impl AgentctlServer {
         ctx: RequestContext<RoleServer>,
     ) -> std::result::Result<CallToolResponse, ErrorData> {
         let req = p.into_launch(self.options.agents_file.clone(), self.options.max_wait);
-        Ok(native::direct(self.start(req, ctx).await))
+        answer(self.start(req, ctx).await)
     }
 
     #[tool(

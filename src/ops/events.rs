@@ -150,10 +150,16 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
 
 /// The task this process runs in (`AGENTCTL_TOKEN`), if any.
 pub(super) fn enclosing_task(store: &Store) -> Result<Option<TaskRecord>> {
-    match std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty()) {
+    match enclosing_token() {
         Some(t) => refresh(store, Token::parse(&t)?).map(Some),
         None => Ok(None),
     }
+}
+
+/// The token of the task this process runs in (`AGENTCTL_TOKEN`, which agentctl sets for its
+/// agents), if any.
+pub(super) fn enclosing_token() -> Option<String> {
+    std::env::var("AGENTCTL_TOKEN").ok().filter(|t| !t.is_empty())
 }
 
 /// Refuse an empty text (a `what`: message, question, answer), or one over `max` bytes.

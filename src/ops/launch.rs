@@ -94,7 +94,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     agents.check_pool(&pool_name)?;
     // A task started from inside another one (a sub-agent's own sub-agents) does not wait for a
     // place: its parent holds one, and waiting behind it could never end.
-    let nested = std::env::var_os("AGENTCTL_TOKEN").is_some_and(|t| !t.is_empty());
+    let nested = super::events::enclosing_token().is_some();
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
         name: pool_name,

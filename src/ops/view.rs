@@ -39,7 +39,7 @@ pub struct TaskView {
     pub pending_question: Option<Question>,
     /// How many times its agent ran: more than once after rate-limited runs (`retry_on`).
     pub attempts: u32,
-    /// Its git worktree (`--worktree`) while it exists, and the bytes it takes (filled in by
+    /// Its git worktree (`--worktree`) while it exists (not in listings), and the bytes it takes (filled in by
     /// the `status` command only: walking a big tree would slow every other view).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub worktree: Option<PathBuf>,
@@ -113,7 +113,8 @@ impl TaskView {
             Some(line)
         };
         let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
-        let worktree = Some(store.worktree_path(rec.token)).filter(|p| p.is_dir());
+        // Not in listings: a look at the disk per row.
+        let worktree = Some(store.worktree_path(rec.token)).filter(|p| with_summary && p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
         let outcome = rec.ended.as_ref().map(|e| &e.outcome);
         Ok(TaskView {

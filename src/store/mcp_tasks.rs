@@ -3,7 +3,6 @@
 //! not handed it can guess it; any server process on the home finds the task by it, before
 //! and after a restart, until the task is pruned.
 
-use std::fmt::Write as _;
 use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -30,10 +29,7 @@ pub struct McpTask {
 fn fresh_id() -> Option<String> {
     let mut bytes = [0u8; 16];
     getrandom::fill(&mut bytes).ok()?;
-    Some(bytes.iter().fold(String::with_capacity(32), |mut s, b| {
-        let _ = write!(s, "{b:02x}");
-        s
-    }))
+    Some(format!("{:032x}", u128::from_be_bytes(bytes)))
 }
 
 /// Whether `id` has the shape of a task id (anything else is not looked up).

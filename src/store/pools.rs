@@ -5,12 +5,12 @@
 
 use std::time::SystemTime;
 
-use rusqlite::params;
+use rusqlite::{Connection, params};
 
 use super::Store;
 use super::db::{self, err};
 use crate::error::Result;
-use crate::task::{Status, TaskRecord, Token, unix_ms};
+use crate::task::{TaskRecord, Token, unix_ms};
 
 fn what() -> String {
     "cannot count the places of a pool in the store".to_owned()
@@ -26,71 +26,74 @@ pub enum Claim {
     Waiting { place: usize, holders: Vec<Token>, ahead: Option<Token> },
 }
 
+/// The open tasks of pool `?1` that hold a place.
+const HOLDING: &str = "pool = ?1 AND ended_at_ms IS NULL AND status IN ('starting', 'running')";
+
+/// The open tasks of pool `?1` in line for a place: queued, and not in a rate-limited run's
+/// back-off (which ends after `?2`, now).
+const IN_LINE: &str = "pool = ?1 AND ended_at_ms IS NULL AND status = 'queued' \
+                       AND coalesce(json_extract(record, '$.retry_at_ms'), 0) <= ?2";
+
+fn now_ms() -> i64 {
+    unix_ms(SystemTime::now()) as i64
+}
+
+/// The tokens of `pool`'s tasks where `condition` (`HOLDING`, `IN_LINE`) holds, in the order
+/// they were saved.
+fn tokens(conn: &Connection, condition: &str, pool: &str) -> Result<Vec<Token>> {
+    let sql = format!("SELECT token FROM tasks WHERE {condition} ORDER BY queue_seq");
+    let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
+    let now = now_ms();
+    let values: [&dyn rusqlite::ToSql; 2] = [&pool, &now];
+    // `HOLDING` does not need the time.
+    let needed = stmt.parameter_count();
+    let mut rows = stmt.query(&values[..needed]).map_err(err(what))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(err(what))? {
+        out.extend(Token::parse(&row.get::<_, String>(0).map_err(err(what))?).ok());
+    }
+    Ok(out)
+}
+
+/// Whether `pool` has no place free for a task saved now: `parallel` held, or as many held
+/// and in line together.
+pub(super) fn full(conn: &Connection, pool: &str, parallel: u32) -> Result<bool> {
+    let sql =
+        format!("SELECT (SELECT count(*) FROM tasks WHERE {HOLDING}) + (SELECT count(*) FROM tasks WHERE {IN_LINE})");
+    let taken: i64 = conn.query_row(&sql, params![pool, now_ms()], |r| r.get(0)).map_err(err(what))?;
+    Ok(taken >= i64::from(parallel))
+}
+
 impl Store {
     /// Take a place in `pool` (at most `parallel` held at once) for the queued task `rec`, if
     /// one is free and no queued task is ahead of it; its record says `starting` then.
     pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
-        // With each, when a rate-limited one runs again (until then it is not in line).
-        let open: Vec<(String, String, Option<i64>)> = {
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT token, status, json_extract(record, '$.retry_at_ms') FROM tasks \
-                     WHERE pool = ?1 AND ended_at_ms IS NULL ORDER BY queue_seq",
-                )
-                .map_err(err(what))?;
-            stmt.query_map([pool], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-                .map_err(err(what))?
-                .collect::<rusqlite::Result<_>>()
-                .map_err(err(what))?
-        };
-        let me = rec.token.as_str();
-        let now = unix_ms(SystemTime::now()) as i64;
-        let is = |s: &str, st: Status| s == st.as_str();
-        let holders: Vec<Token> = open
-            .iter()
-            .filter(|(t, s, _)| t != me && (is(s, Status::Starting) || is(s, Status::Running)))
-            .filter_map(|(t, _, _)| Token::parse(t).ok())
-            .collect();
-        let queued: Vec<&str> = open
-            .iter()
-            .filter(|(t, s, retry_at)| is(s, Status::Queued) && (t == me || retry_at.is_none_or(|at| at <= now)))
-            .map(|(t, _, _)| t.as_str())
-            .collect();
-        let Some(place) = queued.iter().position(|t| *t == me) else {
+        let queued = tokens(&tx, IN_LINE, pool)?;
+        let Some(place) = queued.iter().position(|&t| t == rec.token) else {
             // Not waiting (it never was, or it has its place already).
             rec.queued = false;
             return Ok(Claim::Granted);
         };
+        let holders = tokens(&tx, HOLDING, pool)?;
         if holders.len() + place < parallel as usize {
             rec.queued = false;
             tx.execute(
                 "UPDATE tasks SET record = ?2, status = ?3 WHERE token = ?1 AND ended_at_ms IS NULL",
-                params![me, serde_json::to_string(rec).unwrap_or_default(), rec.status().as_str()],
+                params![rec.token.as_str(), serde_json::to_string(rec).unwrap_or_default(), rec.status().as_str()],
             )
             .map_err(err(what))?;
             tx.commit().map_err(err(what))?;
             return Ok(Claim::Granted);
         }
-        let ahead = place.checked_sub(1).and_then(|i| Token::parse(queued[i]).ok());
+        let ahead = place.checked_sub(1).map(|i| queued[i]);
         Ok(Claim::Waiting { place: place + 1, holders, ahead })
     }
 
-    /// The place in line of queued task `token` of `pool` (1 is next), if it is queued.
+    /// The place in line of queued task `token` of `pool` (1 is next), if it is in line.
     pub fn queue_place(&self, token: Token, pool: &str) -> Result<Option<usize>> {
         let conn = self.db()?;
-        let mut stmt = conn
-            .prepare_cached(
-                "SELECT token FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL AND status = 'queued' \
-                 ORDER BY queue_seq",
-            )
-            .map_err(err(what))?;
-        let queued: Vec<String> = stmt
-            .query_map([pool], |r| r.get(0))
-            .map_err(err(what))?
-            .collect::<rusqlite::Result<_>>()
-            .map_err(err(what))?;
-        Ok(queued.iter().position(|t| t == token.as_str()).map(|i| i + 1))
+        Ok(tokens(&conn, IN_LINE, pool)?.iter().position(|&t| t == token).map(|i| i + 1))
     }
 }

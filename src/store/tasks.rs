@@ -21,7 +21,7 @@ use super::db::{Conn, Pool, err};
 use super::home::{check_home, create_home, ensure_dir, locate_home};
 use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token, unix_ms};
+use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
 
 /// A home directory, created 0700, with a canonical path (no symlinks in it), and its store.
 #[derive(Clone, Debug)]
@@ -207,20 +207,7 @@ impl Store {
         let tx = super::db::write(&conn).map_err(err(what))?;
         let queued = match &spec.pool {
             Some(pool) => {
-                let parallel = pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL) as i64;
-                let now = unix_ms(std::time::SystemTime::now()) as i64;
-                // Places held, and tasks in line (not those in a back-off).
-                let (held, waiting): (i64, i64) = tx
-                    .query_row(
-                        "SELECT count(*) FILTER (WHERE status IN ('starting', 'running')), \
-                                count(*) FILTER (WHERE status = 'queued' \
-                                    AND coalesce(json_extract(record, '$.retry_at_ms'), 0) <= ?2) \
-                         FROM tasks WHERE pool = ?1 AND ended_at_ms IS NULL",
-                        params![pool.name, now],
-                        |r| Ok((r.get(0)?, r.get(1)?)),
-                    )
-                    .map_err(err(what))?;
-                held + waiting >= parallel
+                super::pools::full(&tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL))?
             }
             None => false,
         };

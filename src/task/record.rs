@@ -35,19 +35,15 @@ pub struct TaskRecord {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rate_limited: Vec<String>,
     /// Where in the log the agent's last run began: its summary is read from there.
-    #[serde(default, skip_serializing_if = "is_zero_u64")]
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub run_start: u64,
     /// What it changed in its worktree, counted when it ended (`--worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
 }
 
-fn is_zero(n: &u32) -> bool {
-    *n == 0
-}
-
-fn is_zero_u64(n: &u64) -> bool {
-    *n == 0
+fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
+    *n == T::default()
 }
 
 /// Set once the agent process exists.
