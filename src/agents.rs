@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::task::{Role, Template};
+use crate::task::{Bytes, Limits, Role, Template};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -22,7 +22,16 @@ struct AgentsFile {
 #[derive(Clone, Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PoolSettings {
+    #[serde(default = "default_parallel")]
     pub parallel: u32,
+    /// Limits for each of its tasks, unless the task's template sets its own.
+    pub memory: Option<Bytes>,
+    pub cpus: Option<f64>,
+    pub pids: Option<u64>,
+}
+
+fn default_parallel() -> u32 {
+    DEFAULT_PARALLEL
 }
 
 /// The pool of tasks that name none, and its limit unless `[pools.default]` sets one.
@@ -78,8 +87,13 @@ impl Agents {
         })?;
         let file: AgentsFile = toml::from_str(&text)
             .map_err(|e| Error::Usage(format!("agents file {} is not valid: {e}", path.display())))?;
-        for name in file.agents.keys() {
+        for (name, t) in &file.agents {
             Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
+            t.limits(&format!("[agents.{name}]"))
+                .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
+        }
+        if let Some(t) = &file.default {
+            t.limits("[default]").map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
         for (name, pool) in &file.pools {
             Role::parse(name).map_err(|e| {
@@ -92,6 +106,8 @@ impl Agents {
                     pool.parallel
                 )));
             }
+            Limits::from_settings(pool.memory, pool.cpus, pool.pids, &format!("[pools.{name}]"))
+                .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
         let agents = Agents { path: Some(path), file };
         for (role, t) in agents
@@ -128,6 +144,12 @@ impl Agents {
             self.path.as_ref().map_or_else(|| "agents.toml".to_owned(), |p| p.display().to_string()),
             known.join(", ")
         )))
+    }
+
+    /// The limits each task of `pool` gets unless its template sets its own (checked at load).
+    pub fn pool_limits(&self, pool: &str) -> Limits {
+        let p = self.file.pools.get(pool);
+        p.and_then(|p| Limits::from_settings(p.memory, p.cpus, p.pids, "").ok()).unwrap_or_default()
     }
 
     /// How many tasks of `pool` run at once: its `parallel`, or (a pool no longer defined, or

@@ -95,12 +95,15 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     // A task started from inside another one (a sub-agent's own sub-agents) does not wait for a
     // place: its parent holds one, and waiting behind it could never end.
     let nested = super::events::enclosing_token().is_some();
+    // Its limits hold in any case.
+    let pool_limits = agents.pool_limits(&pool_name);
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
         name: pool_name,
         // The supervisor runs in `/`: the file by its absolute name.
         agents_file: agents.path().map(|p| base.join(p)),
     });
+    let limits = template.limits(&place).map_err(Error::Usage)?.or(&pool_limits);
     let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),
@@ -166,6 +169,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             retry: retry.clone(),
             worktree,
             pool: pool.clone(),
+            limits: limits.clone(),
         };
         let rec = TaskRecord {
             token,
@@ -181,6 +185,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             rate_limited: Vec::new(),
             run_start: 0,
             changes: None,
+            containment: None,
         };
         Ok((rec, spec))
     };

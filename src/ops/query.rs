@@ -11,11 +11,20 @@ use crate::error::{Error, IoContext, Result};
 use crate::store::files::{self, Access};
 use crate::store::{Page, Store};
 use crate::summary::{LineCleaner, clean_line};
+use crate::supervisor::reach;
 use crate::task::{Role, Status, Token};
 
-/// The current state of one task.
+/// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
-    TaskView::of(store, &refresh(store, token)?, true)
+    let rec = refresh(store, token)?;
+    let mut v = TaskView::of(store, &rec, true)?;
+    v.containment = rec.containment.clone();
+    if rec.status() == Status::Running
+        && let Some(u) = reach::usage(rec.containment.as_ref(), store.supervisor_id(token))
+    {
+        (v.processes, v.memory_bytes) = (Some(u.processes), Some(u.memory_bytes));
+    }
+    Ok(v)
 }
 
 /// Which tasks `list` shows, and which page of them.

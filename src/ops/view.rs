@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::store::files::{self, Access};
 use crate::store::{Store, logfile};
-use crate::task::{Question, Role, Status, TaskRecord, Token, unix_ms};
+use crate::task::{Containment, Question, Role, Status, TaskRecord, Token, unix_ms};
 
 /// What is known about a task, as returned to users.
 #[derive(Clone, Debug, Serialize, schemars::JsonSchema)]
@@ -48,6 +48,16 @@ pub struct TaskView {
     /// What it changed in its worktree, once it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
+    /// What holds its processes together (`cgroup` or `process-group`), with its limits
+    /// (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub containment: Option<Containment>,
+    /// How many processes it has and the memory they use, while it runs (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub processes: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
@@ -139,6 +149,9 @@ impl TaskView {
             worktree_bytes: None,
             worktree,
             changes: rec.changes.clone(),
+            containment: None,
+            processes: None,
+            memory_bytes: None,
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })
@@ -182,6 +195,19 @@ impl TaskView {
         }
         if let Some(c) = &self.changes {
             out.push_str(&format!("changes: {}\n", c.line()));
+        }
+        if let Some(c) = &self.containment {
+            let mut line = match c {
+                Containment::Cgroup { cgroup, limits } if limits.is_empty() => {
+                    format!("cgroup {}", cgroup.path.display())
+                }
+                Containment::Cgroup { cgroup, limits } => format!("cgroup {} ({limits})", cgroup.path.display()),
+                Containment::ProcessGroup { why } => format!("process group (no cgroup: {why})"),
+            };
+            if let (Some(n), Some(m)) = (self.processes, self.memory_bytes) {
+                line.push_str(&format!("; {n} process(es), {} of memory", human_bytes(m)));
+            }
+            out.push_str(&format!("containment: {line}\n"));
         }
         match (&self.summary, self.status.is_final()) {
             (Some(s), true) if !s.is_empty() => out.push_str(&format!("\n{s}\n")),

@@ -55,7 +55,11 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
                 (None, true) => " while the task waited for a place in its pool (it never ran)",
                 (None, false) => " before it recorded that the agent started",
             };
-            match reach::end_lost(id, token) {
+            let cgroup = store.task_cgroup(token);
+            match reach::end_lost(id, token, cgroup.as_ref()) {
+                Some(reached) if cgroup.is_some() => {
+                    format!("the supervisor died{when}; {} (its cgroup)", reached.describe())
+                }
                 Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
                 None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),
             }
@@ -248,6 +252,10 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
             () = tokio::time::sleep_until(give_up()) => if Instant::now() >= give_up() {
                 took_over = take_over(store, token).await?;
                 break refresh(store, token)?;
+            } else {
+                // It took the request meanwhile: its answer comes once nothing of the task is
+                // left, which may be after its record says how the task ended.
+                continue;
             }
         }
         let rec = refresh(store, token)?;
@@ -277,7 +285,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
 /// processes and the supervisor, and record `cancelled`. True if it ended the task itself.
 async fn take_over(store: &Store, token: Token) -> Result<bool> {
     let Some(id) = store.supervisor_id(token) else { return Ok(false) };
-    let Some(stopped) = reach::stop(id) else {
+    let Some(stopped) = reach::stop(id, store.task_cgroup(token)) else {
         // Already gone: `refresh` finds the task lost or ended.
         return Ok(false);
     };

@@ -21,7 +21,7 @@ use super::db::{Conn, Pool, err};
 use super::home::{check_home, create_home, ensure_dir, locate_home};
 use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
+use crate::task::{Role, Status, SupervisorId, TaskCgroup, TaskRecord, TaskSpec, Token};
 
 /// A home directory, created 0700, with a canonical path (no symlinks in it), and its store.
 #[derive(Clone, Debug)]
@@ -134,8 +134,18 @@ impl Store {
 
     /// Who supervises (or supervised) task `t`, as its supervisor wrote in the task's lock file.
     pub fn supervisor_id(&self, t: Token) -> Option<SupervisorId> {
-        let bytes = files::read(&self.lock_path(t), 128).ok()?;
-        SupervisorId::parse(&String::from_utf8_lossy(&bytes))
+        SupervisorId::parse(&self.lock_text(t)?)
+    }
+
+    /// The cgroup of task `t`, as its supervisor wrote in the task's lock file before it
+    /// started the agent: known even if it never recorded anything else.
+    pub fn task_cgroup(&self, t: Token) -> Option<TaskCgroup> {
+        TaskCgroup::parse(&self.lock_text(t)?)
+    }
+
+    fn lock_text(&self, t: Token) -> Option<String> {
+        let bytes = files::read(&self.lock_path(t), 16 * 1024).ok()?;
+        Some(String::from_utf8_lossy(&bytes).into_owned())
     }
 
     /// The supervisor's control socket.

@@ -1,6 +1,7 @@
 //! The per-task supervisor: `launch` starts it detached, `run` is its life, `control` is how
 //! others talk to it, `spawn` starts the agent, `unix` holds the process-group and signal details.
 
+pub mod cgroup;
 mod clients;
 pub mod control;
 mod launch;

@@ -17,8 +17,9 @@ use nix::sys::signal::Signal;
 use nix::unistd::Pid;
 use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
 
+use super::cgroup;
 use super::unix::{descendants, is_supervisor, stat_fields};
-use crate::task::{SupervisorId, Token};
+use crate::task::{Containment, SupervisorId, TaskCgroup, Token};
 
 /// This process, as the supervisor it is about to be.
 pub fn own_id() -> Option<SupervisorId> {
@@ -209,10 +210,36 @@ fn kill_task(owner: Owner) -> Reached {
     }
 }
 
-/// End what is left of task `token`, whose supervisor `id` died. `None` if the machine
-/// restarted since: nothing of the task can be running, and its numbers mean other things now.
-pub fn end_lost(id: SupervisorId, token: Token) -> Option<Reached> {
-    (boot_id() == Some(id.boot)).then(|| kill_task(Owner::Dead(id, token)))
+/// End what is left of task `token`, whose supervisor `id` died: its cgroup if it had one,
+/// else what can be proven its. `None` if the machine restarted since: nothing of the task can
+/// be running, and its numbers mean other things now.
+pub fn end_lost(id: SupervisorId, token: Token, cgroup: Option<&TaskCgroup>) -> Option<Reached> {
+    (boot_id() == Some(id.boot)).then(|| match cgroup {
+        Some(cg) => end_cgroup(cg),
+        None => kill_task(Owner::Dead(id, token)),
+    })
+}
+
+/// SIGKILL everything in the task's cgroup at once (the kernel's own list: no pid can be
+/// mistaken), wait for it to empty and remove it.
+fn end_cgroup(cg: &TaskCgroup) -> Reached {
+    let ended = cgroup::procs(cg).len();
+    cgroup::kill(cg);
+    if cgroup::wait_empty(cg, Duration::from_secs(5)) {
+        cgroup::remove(cg);
+    }
+    Reached { ended, ..Reached::default() }
+}
+
+/// How many processes a running task has and the memory they use: its cgroup's, else those of
+/// its supervisor's session and descendants (a look through all of `/proc`).
+pub fn usage(containment: Option<&Containment>, id: Option<SupervisorId>) -> Option<cgroup::Usage> {
+    if let Some(Containment::Cgroup { cgroup: cg, .. }) = containment {
+        return Some(cgroup::usage(cg));
+    }
+    let id = id.filter(|&id| supervisor_fd(id).is_some())?;
+    let pids: Vec<i32> = task_processes(Owner::Alive(id)).into_iter().map(|(p, _)| p).collect();
+    Some(cgroup::Usage { processes: pids.len() as u32, memory_bytes: cgroup::resident(&pids) })
 }
 
 /// Wake a supervisor that was stopped (SIGCONT); true if it was. Only the supervisor: it
@@ -230,16 +257,18 @@ pub fn resume(id: SupervisorId) -> bool {
 
 /// The supervisor `id`, stopped (SIGSTOP) so that it changes nothing until `Stopped::kill_all`
 /// or `Stopped::resume`; `None` if it is already gone.
-pub fn stop(id: SupervisorId) -> Option<Stopped> {
+pub fn stop(id: SupervisorId, cgroup: Option<TaskCgroup>) -> Option<Stopped> {
     let fd = supervisor_fd(id)?;
     let _ = pidfd_send_signal(&fd, rustix::process::Signal::STOP);
-    Some(Stopped { id, fd })
+    Some(Stopped { id, fd, cgroup })
 }
 
 /// A supervisor a halt has stopped to take over from it.
 pub struct Stopped {
     id: SupervisorId,
     fd: OwnedFd,
+    /// The task's cgroup, if it has one.
+    cgroup: Option<TaskCgroup>,
 }
 
 impl Stopped {
@@ -251,7 +280,10 @@ impl Stopped {
     /// SIGKILL every process of the task, then the supervisor. Alive until the end, it keeps
     /// the task's ids from being reused while they are signalled.
     pub fn kill_all(self) -> Reached {
-        let reached = kill_task(Owner::Alive(self.id));
+        let reached = match &self.cgroup {
+            Some(cg) => end_cgroup(cg),
+            None => kill_task(Owner::Alive(self.id)),
+        };
         let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
         reached
     }

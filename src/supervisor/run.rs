@@ -14,6 +14,7 @@ use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
+use super::cgroup::{self, NoCgroup};
 use super::clients::Clients;
 use super::control::Request;
 use super::launch::{LOCK_FD, report, started_report};
@@ -26,7 +27,9 @@ use super::unix::{
 };
 use crate::error::{IoContext, Result};
 use crate::store::Store;
-use crate::task::{OUTPUT_WINDOW, Outcome, Started, StopReason, TaskRecord, TaskSpec, Token, unix_ms};
+use crate::task::{
+    Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, TaskCgroup, TaskRecord, TaskSpec, Token, unix_ms,
+};
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
@@ -82,6 +85,8 @@ struct Supervisor {
     signals: SignalFd,
     clients: Clients,
     child: Pid,
+    /// The task's own cgroup; none: its process group and our subreaping hold it together.
+    cgroup: Option<TaskCgroup>,
     deadline: Option<Instant>,
     stop: Option<StopReason>,
     note: Option<String>,
@@ -105,9 +110,12 @@ impl Supervisor {
         nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
             .ctx(|| "the supervisor was started without its lock".into())?;
         close_fds_from(LOCK_FD + 1);
+        // Started by an agent: out of its task's cgroup, as its own task is not part of that one.
+        cgroup::leave_task_cgroups();
         // Who we are, in the lock file, before any process of the task exists: whoever finds us
         // dead (or stopped) can then find the task's processes, however early that happens.
-        if let Some(id) = own_id() {
+        let id = own_id();
+        if let Some(id) = id {
             let _ = rustix::io::pwrite(&lock, id.to_line().as_bytes(), 0);
         }
         raise_fd_limit();
@@ -165,16 +173,36 @@ impl Supervisor {
             }
         }
 
+        let (containment, cgroup) = match cgroup::create(token, std::process::id(), &spec.limits) {
+            Ok(cg) => {
+                // Beside our id in the lock file: whoever finds us dead ends the task through it.
+                if let Some(id) = id {
+                    let _ = rustix::io::pwrite(&lock, format!("{}{}", id.to_line(), cg.to_lines()).as_bytes(), 0);
+                }
+                (Containment::Cgroup { cgroup: cg.clone(), limits: spec.limits.clone() }, Some(cg))
+            }
+            Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
+            Err(NoCgroup::Refused(why)) => {
+                let _ = std::fs::remove_file(&socket_path);
+                refuse_start(&store, &mut rec, &spec, format!("cannot contain the task: {why}"))?;
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+        };
+        rec.containment = Some(containment);
         let log_path = store.log_path(&rec.role, rec.token);
         let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {
-            Ok((output, log)) => spawn_agent(&output, &spec).map(|pid| (pid, log)),
+            Ok((output, log)) => spawn_agent(&output, &spec, cgroup.as_ref()).map(|pid| (pid, log)),
             Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
         };
         let (child, log) = match spawned {
             Ok(started) => started,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
+                if let Some(cg) = &cgroup {
+                    cgroup::remove(cg);
+                }
                 refuse_start(&store, &mut rec, &spec, msg)?;
                 return Ok(None);
             }
@@ -200,6 +228,7 @@ impl Supervisor {
             signals,
             clients,
             child,
+            cgroup,
             deadline,
             stop: None,
             note: None,
@@ -300,7 +329,7 @@ impl Supervisor {
             _ => start,
         };
         let _ = std::fs::remove_file(self.store.result_path(&self.rec.role, self.rec.token));
-        let pid = match out.and_then(|out| spawn_agent(&out, &self.spec)) {
+        let pid = match out.and_then(|out| spawn_agent(&out, &self.spec, self.cgroup.as_ref())) {
             Ok(pid) => pid,
             Err(msg) => {
                 self.add_note(format!("run {} could not start: {msg}", n + 1));
@@ -323,13 +352,23 @@ impl Supervisor {
     /// SIGTERM (and SIGCONT) to what the agent left running, in its group and beyond (we are
     /// their subreaper): the count of them.
     fn end_what_is_left(&mut self) -> usize {
+        let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
+        if let Some(cg) = &self.cgroup {
+            // Exactly what is left: the agent's zombie is in no cgroup.
+            let left = cgroup::procs(cg).len();
+            if left > 0 {
+                signal_group(self.child, sig);
+                cgroup::signal_all(cg, sig);
+                cgroup::signal_all(cg, Signal::SIGCONT);
+            }
+            return left;
+        }
         // Anything the agent left behind has been reparented to us, so the cheap look at our
         // own children decides whether /proc needs scanning at all.
         if own_leftovers(self.child).is_empty() {
             return 0;
         }
         let left = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
-        let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
         signal_group(self.child, sig);
         signal_group(self.child, Signal::SIGCONT);
         for pid in own_leftovers(self.child) {
@@ -421,9 +460,17 @@ impl Supervisor {
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
         signal_group(self.child, Signal::SIGTERM);
         signal_group(self.child, Signal::SIGCONT);
-        for pid in descendants(Pid::this()) {
-            signal_pid(pid, Signal::SIGTERM);
-            signal_pid(pid, Signal::SIGCONT);
+        match &self.cgroup {
+            Some(cg) => {
+                cgroup::signal_all(cg, Signal::SIGTERM);
+                cgroup::signal_all(cg, Signal::SIGCONT);
+            }
+            None => {
+                for pid in descendants(Pid::this()) {
+                    signal_pid(pid, Signal::SIGTERM);
+                    signal_pid(pid, Signal::SIGCONT);
+                }
+            }
         }
     }
 
@@ -444,10 +491,14 @@ impl Supervisor {
         }
     }
 
-    /// SIGKILL the group and our direct children. Both are safe from pid reuse: the group's
-    /// leader and our children stay unreaped until we reap them.
+    /// SIGKILL the cgroup, the group and our direct children. All are safe from pid reuse: the
+    /// kernel kills a cgroup's members, and the group's leader and our children stay unreaped
+    /// until we reap them.
     fn kill_all(&mut self) {
         self.killed = true;
+        if let Some(cg) = &self.cgroup {
+            cgroup::kill(cg);
+        }
         signal_group(self.child, Signal::SIGKILL);
         signal_pid(self.child, Signal::SIGKILL);
         for pid in own_leftovers(self.child) {
@@ -464,7 +515,18 @@ impl Supervisor {
                 self.add_note(format!("ended {leftovers} process(es) the agent left running"));
             }
         }
-        let outcome = Outcome::from_exit(code, signal, self.stop);
+        let mut outcome = Outcome::from_exit(code, signal, self.stop);
+        if let Some(cg) = &self.cgroup {
+            let mut reached = cgroup::limits_reached(cg, &self.spec.limits).into_iter();
+            // The first is why a failed task ended; the others, and those of a task that went
+            // on, are noted.
+            if let Outcome::Failed { error: error @ None, .. } = &mut outcome {
+                *error = reached.next();
+            }
+            for why in reached {
+                self.add_note(why);
+            }
+        }
         if let Some(wt) = &self.spec.worktree {
             match crate::worktree::changes(wt) {
                 Ok(c) => self.rec.changes = Some(c),
@@ -487,6 +549,9 @@ impl Supervisor {
                 break;
             }
         }
+        if let Some(cg) = &self.cgroup {
+            cgroup::remove(cg);
+        }
         let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
         self.clients.answer(|_| true);
         self.store.checkpoint();
@@ -496,11 +561,18 @@ impl Supervisor {
     /// serving anyone who connects meanwhile; `ended` (the final record is written) answers
     /// their waits too.
     fn end_leftovers(&mut self, ended: bool) {
-        let kill_at = Instant::now() + Duration::from_millis(self.spec.grace_ms);
+        let grace_end = Instant::now() + Duration::from_millis(self.spec.grace_ms);
         loop {
+            // A halt's grace (before or meanwhile) holds for what the agent left too.
+            let kill_at = self.kill_at.map_or(grace_end, |k| k.min(grace_end));
             reap_others(self.child);
-            // Other tasks' supervisors below us go on; we leave them to whoever adopts them next.
-            if own_leftovers(self.child).is_empty() {
+            // Other tasks' supervisors below us go on; we leave them to whoever adopts them next
+            // (they left our cgroup as they started).
+            let left = match &self.cgroup {
+                Some(cg) => cgroup::populated(cg),
+                None => !own_leftovers(self.child).is_empty(),
+            };
+            if !left {
                 return;
             }
             if Instant::now() >= kill_at && !self.killed {

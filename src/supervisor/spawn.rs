@@ -19,15 +19,27 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
-use crate::task::TaskSpec;
+use crate::task::{TaskCgroup, TaskSpec};
 
-/// Start the agent in its own process group, output to `log`, nothing else inherited.
-pub(super) fn spawn_agent(log: &File, spec: &TaskSpec) -> std::result::Result<Pid, String> {
+/// Start the agent in its own process group (and `cgroup`), output to `log`, nothing else
+/// inherited.
+pub(super) fn spawn_agent(
+    log: &File,
+    spec: &TaskSpec,
+    cgroup: Option<&TaskCgroup>,
+) -> std::result::Result<Pid, String> {
     let name = &spec.argv[0];
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
     let exec = Exec::new(spec).map_err(|e| format!("cannot run `{name}`: {e}"))?;
+    let joins = cgroup.map(super::cgroup::join_files).transpose()?.unwrap_or_default();
+    let mut join = [-1; MAX_JOINS];
+    for (slot, f) in join.iter_mut().zip(&joins) {
+        *slot = f.as_raw_fd();
+    }
     let child = Child {
         exec: &exec,
+        join,
+        joined: AtomicI32::new(MAX_JOINS as i32),
         stdin: null.as_raw_fd(),
         log: log.as_raw_fd(),
         supervisor: std::process::id() as libc::pid_t,
@@ -67,10 +79,21 @@ pub(super) fn spawn_agent(log: &File, spec: &TaskSpec) -> std::result::Result<Pi
         0 => Ok(pid),
         errno => {
             let _ = waitpid(pid, None);
-            Err(format!("cannot run `{name}`: {}", io::Error::from_raw_os_error(errno)))
+            let error = io::Error::from_raw_os_error(errno);
+            let joined = child.joined.load(Ordering::SeqCst) as usize;
+            match cgroup.filter(|_| joined < joins.len()) {
+                Some(cg) => {
+                    let dir = std::iter::once(&cg.path).chain(&cg.v1).nth(joined).unwrap_or(&cg.path);
+                    Err(format!("cannot move the agent into its cgroup {}: {error}", dir.display()))
+                }
+                None => Err(format!("cannot run `{name}`: {error}")),
+            }
         }
     }
 }
+
+/// The most cgroup directories an agent joins: v2, and v1 memory, cpu and pids.
+const MAX_JOINS: usize = 4;
 
 const CHILD_STACK: usize = 64 * 1024;
 
@@ -80,6 +103,9 @@ pub(super) static AGENT_NOFILE: AtomicU64 = AtomicU64::new(0);
 /// What the child needs, prepared beforehand: it may not allocate.
 struct Child<'a> {
     exec: &'a Exec,
+    /// The `cgroup.procs` files the child writes itself into (-1: none), and how many it has.
+    join: [libc::c_int; MAX_JOINS],
+    joined: AtomicI32,
     stdin: libc::c_int,
     log: libc::c_int,
     supervisor: libc::pid_t,
@@ -153,6 +179,16 @@ extern "C" fn start(arg: *mut libc::c_void) -> libc::c_int {
         if libc::chdir(c.exec.cwd.as_ptr()) == -1 || libc::setpgid(0, 0) == -1 {
             fail(c);
         }
+        // Into the task's cgroup before anything runs: all it starts is born there. ("0" is
+        // the writer itself.)
+        c.joined.store(0, Ordering::SeqCst);
+        for &fd in c.join.iter().filter(|&&fd| fd >= 0) {
+            if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                fail(c);
+            }
+            c.joined.fetch_add(1, Ordering::SeqCst);
+        }
+        c.joined.store(MAX_JOINS as i32, Ordering::SeqCst);
         // The agent dies with its supervisor rather than running on unsupervised.
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
         if c.nofile != 0 {

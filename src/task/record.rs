@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Outcome, Role, Status, Token};
+use super::{Containment, Outcome, Role, Status, Token};
 
 /// Milliseconds since the Unix epoch, the timestamp unit of records.
 pub fn unix_ms(t: SystemTime) -> u64 {
@@ -40,6 +40,10 @@ pub struct TaskRecord {
     /// What it changed in its worktree, counted when it ended (`--worktree`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
+    /// What holds its processes together (set when its agent first starts; none in records of
+    /// earlier releases, which had process groups only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<Containment>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -90,9 +94,10 @@ impl SupervisorId {
         format!("{} {} {} {:032x}\n", self.pid, self.sid, self.start, self.boot)
     }
 
-    /// Parse `to_line`'s text; `None` for anything else (an empty lock file, say).
+    /// Parse `to_line`'s text (the first line of a lock file); `None` for anything else (an
+    /// empty lock file, say).
     pub fn parse(text: &str) -> Option<SupervisorId> {
-        let mut f = text.split_whitespace();
+        let mut f = text.lines().next()?.split_whitespace();
         let (pid, sid, start) = (f.next()?.parse().ok()?, f.next()?.parse().ok()?, f.next()?.parse().ok()?);
         let boot = u128::from_str_radix(f.next()?, 16).ok()?;
         (f.next().is_none() && pid > 1 && sid > 1).then_some(SupervisorId { pid, sid, start, boot })
@@ -149,6 +154,7 @@ mod tests {
             rate_limited: Vec::new(),
             run_start: 0,
             changes: None,
+            containment: None,
         }
     }
 

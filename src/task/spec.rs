@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ResultFrom, RetryPolicy};
+use super::{Limits, ResultFrom, RetryPolicy};
 use crate::worktree::Worktree;
 
 /// The command, directory, extra environment and limits of one task.
@@ -37,6 +37,9 @@ pub struct TaskSpec {
     /// The pool it waits in for a place; none (tasks of earlier releases): it starts at once.
     #[serde(default)]
     pub pool: Option<PoolRef>,
+    /// Its resource limits (its template's over its pool's), set on its cgroup.
+    #[serde(default, skip_serializing_if = "Limits::is_empty")]
+    pub limits: Limits,
 }
 
 /// A task's pool, and the agents file whose `[pools]` says its limit (read again whenever the

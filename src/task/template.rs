@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{RetryOn, RetryPolicy};
+use super::{Bytes, Limits, RetryOn, RetryPolicy};
 use crate::error::Error;
 
 /// The longest single argv element Linux accepts (MAX_ARG_STRLEN, 32 pages, less the NUL).
@@ -34,6 +34,12 @@ pub struct Template {
     pub worktree: bool,
     /// The pool its tasks wait in for a place (`[pools.NAME]`); `default` if none.
     pub pool: Option<String>,
+    /// Memory its processes may use together (`"512M"`, `"2G"`), over its pool's.
+    pub memory: Option<Bytes>,
+    /// CPUs' worth of time they may use (`1.5`), over its pool's.
+    pub cpus: Option<f64>,
+    /// How many processes they may be at once, over its pool's.
+    pub pids: Option<u64>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.
@@ -102,6 +108,11 @@ impl Template {
     /// When a run of this template is run again (rate-limited), if ever.
     pub fn retry_policy(&self) -> Result<Option<RetryPolicy>, Error> {
         RetryPolicy::from_settings(self.retry_on.as_ref(), self.max_retries, self.backoff.as_deref())
+    }
+
+    /// This template's resource limits (each unset one is its pool's); `where_` names it.
+    pub fn limits(&self, where_: &str) -> Result<Limits, String> {
+        Limits::from_settings(self.memory, self.cpus, self.pids, where_)
     }
 
     /// Where this template's answer comes from.

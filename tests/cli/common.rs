@@ -21,6 +21,8 @@ pub fn fake_agent() -> String {
 pub struct Home {
     _dir: tempfile::TempDir,
     home: PathBuf,
+    /// `AGENTCTL_CONTAINMENT` for every command (unset: the machine decides).
+    containment: Option<&'static str>,
 }
 
 /// What one run of the binary printed.
@@ -47,7 +49,13 @@ impl Home {
     pub fn under(sub: &str) -> Home {
         let dir = tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap();
         let home = dir.path().join(sub);
-        Home { _dir: dir, home }
+        Home { _dir: dir, home, containment: None }
+    }
+
+    /// A home whose tasks run with `AGENTCTL_CONTAINMENT=mode` (`process-group`, `cgroup`).
+    #[allow(dead_code, reason = "used by the fault suite only")]
+    pub fn contained_by(mode: &'static str) -> Home {
+        Home { containment: Some(mode), ..Home::new() }
     }
 
     pub fn path(&self) -> &Path {
@@ -78,6 +86,10 @@ impl Home {
             .env_remove("AGENTCTL_SESSION")
             .env_remove("AGENTCTL_TOKEN")
             .stdin(Stdio::null());
+        match self.containment {
+            Some(mode) => c.env("AGENTCTL_CONTAINMENT", mode),
+            None => c.env_remove("AGENTCTL_CONTAINMENT"),
+        };
         c
     }
 

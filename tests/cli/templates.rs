@@ -102,6 +102,28 @@ fn bad_roles_and_durations_are_refused() {
     assert!(fixtures().join("demo-agent").exists());
 }
 
+#[test]
+fn bad_limits_are_refused_saying_what_to_write() {
+    let h = Home::new();
+    let bad = h.path().join("bad.toml");
+    std::fs::create_dir_all(h.path()).unwrap();
+    for (toml, says) in [
+        ("[agents.w]\ncommand = [\"true\"]\nmemory = \"lots\"\n", "`lots` is not a size; give one like \"512M\""),
+        ("[agents.w]\ncommand = [\"true\"]\nmemory = 1000\n", "[agents.w]: memory must be at least 1M"),
+        ("[agents.w]\ncommand = [\"true\"]\ncpus = 0\n", "[agents.w]: cpus must be from 0.01"),
+        ("[default]\ncommand = [\"true\"]\npids = 0\n", "[default]: pids must be at least 1"),
+        ("[pools.p]\nmemory = \"-1G\"\n", "is not a size"),
+        ("[pools.p]\ncpus = 9999\n", "[pools.p]: cpus must be from 0.01 to 4096"),
+    ] {
+        std::fs::write(&bad, toml).unwrap();
+        let r = h.run(&["--agents", bad.to_str().unwrap(), "ask", "w", "hi"], 2);
+        assert!(r.stderr.contains(says), "{toml}: {}", r.stderr);
+        assert!(r.stderr.contains("bad.toml"), "{}", r.stderr);
+    }
+    // Nothing was started.
+    assert!(!h.path().join("tasks").exists());
+}
+
 /// Each shipped template of `examples/agents.toml`, run against a stand-in that prints what
 /// the real CLI printed (`fixtures/transcripts/`: recorded from Claude Code, Codex and Gemini
 /// CLI against a local fake of their model API; the kiro-cli one is built from its renderer,

@@ -16,6 +16,7 @@ pub fn needs_root(what: &str) {
 
 mod clock;
 mod concurrency;
+mod containment;
 mod delivery;
 mod disk;
 mod home_files;

@@ -15,7 +15,8 @@ fn sigkill(pid: i64) {
 
 #[test]
 fn a_killed_supervisor_means_lost_at_once_and_no_silent_orphans() {
-    let h = Home::new();
+    // Without a cgroup (see `containment` for a task with one).
+    let h = Home::contained_by("process-group");
     let pidfile = h.path().join("pids");
     let token = h.start(&["family", pidfile.to_str().unwrap()]);
     let pids = read_pids(&pidfile);
@@ -179,7 +180,8 @@ fn an_agent_that_kills_its_supervisor_at_once_leaves_nothing_running_and_the_not
 
 #[test]
 fn after_a_supervisor_died_only_processes_proven_the_tasks_are_ended() {
-    let h = Home::new();
+    // Without a cgroup, which would say exactly which processes are the task's.
+    let h = Home::contained_by("process-group");
     // Both children stay in the task's session; one runs with an empty environment, so it
     // cannot be told from a process of a session that reused the id.
     let (_, pids, st) =
@@ -212,14 +214,19 @@ fn a_supervisor_from_an_earlier_boot_ends_nothing() {
     // As if the machine had restarted since: the lock names another boot.
     let lock = h.path().join("tasks").join(&token).join("lock");
     let text = std::fs::read_to_string(&lock).unwrap();
-    let mut fields: Vec<String> = text.split_whitespace().map(str::to_owned).collect();
-    fields[3] = "0123456789abcdef0123456789abcdef".into();
-    std::fs::write(&lock, fields.join(" ") + "\n").unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let mut fields: Vec<&str> = first.split(' ').collect();
+    fields[3] = "0123456789abcdef0123456789abcdef";
+    std::fs::write(&lock, format!("{}\n{rest}", fields.join(" "))).unwrap();
     let st = h.status(&token);
     assert_eq!(st["status"], "lost", "{st}");
     assert!(st["note"].as_str().unwrap().contains("before the machine restarted"), "{st}");
     assert!(alive(child), "a process was ended on the word of another boot");
     sigkill(child);
+    // Its cgroup, if it had one, is left as the other boot's: this test removes it.
+    if let Some(dir) = rest.lines().find_map(|l| l.strip_prefix("cgroup ")) {
+        wait_until(Duration::from_secs(10), "the cgroup to empty", || std::fs::remove_dir(dir).is_ok());
+    }
 }
 
 /// Write `pid` into the task's record as its agent's pid, as a damaged or stale record would.
