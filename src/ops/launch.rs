@@ -104,6 +104,9 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         agents_file: agents.path().map(|p| base.join(p)),
     });
     let limits = template.limits(&place).map_err(Error::Usage)?.or(&pool_limits);
+    if let Some(why) = crate::supervisor::cgroup::mode_refuses(&limits) {
+        return Err(Error::Usage(format!("cannot contain the task: {why}")));
+    }
     let retry = template.retry_policy().map_err(|e| Error::Usage(format!("{place}: {}", e.message(Frontend::Cli))))?;
     let deadline = match (req.deadline, &template.timeout) {
         (Some(d), _) => Some(d),

@@ -11,7 +11,7 @@ use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::{FileLock, Store};
 use crate::supervisor::control::{self, Reply, Request};
-use crate::supervisor::reach;
+use crate::supervisor::{cgroup, reach};
 use crate::task::{Outcome, Status, TaskRecord, Token};
 
 /// Time between SIGTERM and SIGKILL when halting, unless told otherwise.
@@ -55,7 +55,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
                 (None, true) => " while the task waited for a place in its pool (it never ran)",
                 (None, false) => " before it recorded that the agent started",
             };
-            let cgroup = store.task_cgroup(token);
+            let cgroup = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token));
             match reach::end_lost(id, token, cgroup.as_ref()) {
                 Some(reached) if cgroup.is_some() => {
                     format!("the supervisor died{when}; {} (its cgroup)", reached.describe())
@@ -63,6 +63,10 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
                 Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
                 None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),
             }
+        }
+        // No id (its /proc could not be read): its cgroup, if it wrote one, still says it all.
+        (None, _) if let Some(cg) = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token)) => {
+            format!("the supervisor died; {} (its cgroup)", reach::end_cgroup(&cg).describe())
         }
         (None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_)) => format!("the supervisor died; it left no trace of its session: {untraced}"),
@@ -285,7 +289,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
 /// processes and the supervisor, and record `cancelled`. True if it ended the task itself.
 async fn take_over(store: &Store, token: Token) -> Result<bool> {
     let Some(id) = store.supervisor_id(token) else { return Ok(false) };
-    let Some(stopped) = reach::stop(id, store.task_cgroup(token)) else {
+    let Some(stopped) = reach::stop(id, store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token))) else {
         // Already gone: `refresh` finds the task lost or ended.
         return Ok(false);
     };

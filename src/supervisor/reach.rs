@@ -79,6 +79,9 @@ pub struct Reached {
     /// Processes in the dead supervisor's session that could not be proven the task's (no
     /// token in their environment): left alone.
     pub unproven: Vec<i32>,
+    /// Processes of its cgroup still there when agentctl stopped waiting for them to die (in
+    /// an uninterruptible wait, say).
+    pub lingering: usize,
 }
 
 impl Reached {
@@ -90,6 +93,13 @@ impl Reached {
                 "; {} could not be ended (they run as another user, pids {:?}): end them as that user",
                 self.refused.len(),
                 self.refused
+            ));
+        }
+        if self.lingering > 0 {
+            s.push_str(&format!(
+                "; {} process(es) were still dying when agentctl stopped waiting (blocked in the kernel); the cgroup \
+                 was left for them",
+                self.lingering
             ));
         }
         if !self.unproven.is_empty() {
@@ -204,7 +214,7 @@ fn kill_task(owner: Owner) -> Reached {
                     .collect(),
                 Owner::Alive(_) => Vec::new(),
             };
-            return Reached { ended: ended.len(), refused, unproven };
+            return Reached { ended: ended.len(), refused, unproven, lingering: 0 };
         }
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -222,13 +232,12 @@ pub fn end_lost(id: SupervisorId, token: Token, cgroup: Option<&TaskCgroup>) -> 
 
 /// SIGKILL everything in the task's cgroup at once (the kernel's own list: no pid can be
 /// mistaken), wait for it to empty and remove it.
-fn end_cgroup(cg: &TaskCgroup) -> Reached {
-    let ended = cgroup::procs(cg).len();
-    cgroup::kill(cg);
-    if cgroup::wait_empty(cg, Duration::from_secs(5)) {
+pub fn end_cgroup(cg: &TaskCgroup) -> Reached {
+    let (held, left) = cgroup::kill_and_wait(cg, Duration::from_secs(5));
+    if left == 0 {
         cgroup::remove(cg);
     }
-    Reached { ended, ..Reached::default() }
+    Reached { ended: held - left.min(held), lingering: left, ..Reached::default() }
 }
 
 /// How many processes a running task has and the memory they use: its cgroup's, else those of

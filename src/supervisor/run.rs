@@ -78,6 +78,15 @@ pub(super) fn serve(store: Store, task: Task) -> ExitCode {
     }
 }
 
+/// A task's cgroup as its supervisor holds it.
+struct Contained {
+    made: cgroup::Made,
+    /// Its `cgroup.events`, polled: the last process leaving wakes the supervisor.
+    events: Option<cgroup::Events>,
+    /// What its limits had done when the current run started.
+    since: cgroup::Counters,
+}
+
 struct Supervisor {
     store: Store,
     rec: TaskRecord,
@@ -86,7 +95,7 @@ struct Supervisor {
     clients: Clients,
     child: Pid,
     /// The task's own cgroup; none: its process group and our subreaping hold it together.
-    cgroup: Option<TaskCgroup>,
+    contained: Option<Contained>,
     deadline: Option<Instant>,
     stop: Option<StopReason>,
     note: Option<String>,
@@ -110,8 +119,6 @@ impl Supervisor {
         nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
             .ctx(|| "the supervisor was started without its lock".into())?;
         close_fds_from(LOCK_FD + 1);
-        // Started by an agent: out of its task's cgroup, as its own task is not part of that one.
-        cgroup::leave_task_cgroups();
         // Who we are, in the lock file, before any process of the task exists: whoever finds us
         // dead (or stopped) can then find the task's processes, however early that happens.
         let id = own_id();
@@ -120,6 +127,12 @@ impl Supervisor {
         }
         raise_fd_limit();
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
+        // Started by an agent: out of its task's cgroup, as its own task is not part of that one
+        // (whose halt would end it too, and which the end notes).
+        let stayed = cgroup::leave_task_cgroups().err();
+        if let Some(why) = &stayed {
+            eprintln!("agentctl supervisor: {why}");
+        }
         nix::sys::prctl::set_child_subreaper(true).ctx(|| "cannot become a child subreaper".into())?;
 
         let mut mask = SigSet::empty();
@@ -173,13 +186,14 @@ impl Supervisor {
             }
         }
 
-        let (containment, cgroup) = match cgroup::create(token, std::process::id(), &spec.limits) {
-            Ok(cg) => {
+        let (containment, contained) = match cgroup::create(token, std::process::id(), &spec.limits) {
+            Ok(made) => {
                 // Beside our id in the lock file: whoever finds us dead ends the task through it.
-                if let Some(id) = id {
-                    let _ = rustix::io::pwrite(&lock, format!("{}{}", id.to_line(), cg.to_lines()).as_bytes(), 0);
-                }
-                (Containment::Cgroup { cgroup: cg.clone(), limits: spec.limits.clone() }, Some(cg))
+                let id_line = id.map_or("\n".to_owned(), |id| id.to_line());
+                let _ = rustix::io::pwrite(&lock, format!("{id_line}{}", made.cgroup.to_lines()).as_bytes(), 0);
+                let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
+                let events = cgroup::Events::open(&made.cgroup);
+                (containment, Some(Contained { since: cgroup::counters(&made.cgroup), made, events }))
             }
             Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
             Err(NoCgroup::Refused(why)) => {
@@ -193,15 +207,17 @@ impl Supervisor {
         let log_path = store.log_path(&rec.role, rec.token);
         let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {
-            Ok((output, log)) => spawn_agent(&output, &spec, cgroup.as_ref()).map(|pid| (pid, log)),
+            Ok((output, log)) => {
+                spawn_agent(&output, &spec, contained.as_ref().map(|c| &c.made.cgroup)).map(|pid| (pid, log))
+            }
             Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
         };
         let (child, log) = match spawned {
             Ok(started) => started,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
-                if let Some(cg) = &cgroup {
-                    cgroup::remove(cg);
+                if let Some(c) = &contained {
+                    cgroup::remove(&c.made.cgroup);
                 }
                 refuse_start(&store, &mut rec, &spec, msg)?;
                 return Ok(None);
@@ -228,10 +244,10 @@ impl Supervisor {
             signals,
             clients,
             child,
-            cgroup,
+            contained,
             deadline,
             stop: None,
-            note: None,
+            note: stayed,
             kill_at: None,
             killed: false,
             log,
@@ -329,7 +345,10 @@ impl Supervisor {
             _ => start,
         };
         let _ = std::fs::remove_file(self.store.result_path(&self.rec.role, self.rec.token));
-        let pid = match out.and_then(|out| spawn_agent(&out, &self.spec, self.cgroup.as_ref())) {
+        if let Some(c) = self.contained.as_mut() {
+            c.since = cgroup::counters(&c.made.cgroup);
+        }
+        let pid = match out.and_then(|out| spawn_agent(&out, &self.spec, self.cgroup())) {
             Ok(pid) => pid,
             Err(msg) => {
                 self.add_note(format!("run {} could not start: {msg}", n + 1));
@@ -353,7 +372,7 @@ impl Supervisor {
     /// their subreaper): the count of them.
     fn end_what_is_left(&mut self) -> usize {
         let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
-        if let Some(cg) = &self.cgroup {
+        if let Some(cg) = self.cgroup() {
             // Exactly what is left: the agent's zombie is in no cgroup.
             let left = cgroup::procs(cg).len();
             if left > 0 {
@@ -376,6 +395,11 @@ impl Supervisor {
             signal_pid(pid, Signal::SIGCONT);
         }
         left
+    }
+
+    /// The task's cgroup, if it has one.
+    fn cgroup(&self) -> Option<&TaskCgroup> {
+        self.contained.as_ref().map(|c| &c.made.cgroup)
     }
 
     /// Add `note` to what the end will note.
@@ -415,22 +439,29 @@ impl Supervisor {
                 PollTimeout::from(ms)
             })
         };
-        // The signals, then the listener and clients.
+        // The signals, the cgroup's events (its last process leaving), then the listener and clients.
+        let events = self.contained.as_ref().and_then(|c| c.events.as_ref());
         let ready: Vec<bool> = {
             let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
+            fds.extend(events.map(|e| PollFd::new(e.fd(), PollFlags::POLLPRI)));
             fds.extend(self.clients.poll_fds());
             match poll(&mut fds, timeout) {
                 Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
                 Err(_) => vec![false; fds.len()],
             }
         };
+        let clients_at = 1 + usize::from(events.is_some());
+        if let (Some(e), true) = (events, clients_at > 1 && ready[1]) {
+            // Read, which takes the notice (the loop looks at what is left).
+            e.populated();
+        }
         if ready[0] {
             self.on_signals();
         }
         if behind {
             self.log.count_some();
         }
-        for grace in self.clients.serve(&ready[1..]) {
+        for grace in self.clients.serve(&ready[clients_at..]) {
             self.begin_stop(StopReason::Halted, grace);
         }
         // It has its place: whoever waits behind it in the queue looks again.
@@ -460,7 +491,7 @@ impl Supervisor {
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
         signal_group(self.child, Signal::SIGTERM);
         signal_group(self.child, Signal::SIGCONT);
-        match &self.cgroup {
+        match self.cgroup() {
             Some(cg) => {
                 cgroup::signal_all(cg, Signal::SIGTERM);
                 cgroup::signal_all(cg, Signal::SIGCONT);
@@ -496,7 +527,7 @@ impl Supervisor {
     /// until we reap them.
     fn kill_all(&mut self) {
         self.killed = true;
-        if let Some(cg) = &self.cgroup {
+        if let Some(cg) = self.cgroup() {
             cgroup::kill(cg);
         }
         signal_group(self.child, Signal::SIGKILL);
@@ -516,8 +547,8 @@ impl Supervisor {
             }
         }
         let mut outcome = Outcome::from_exit(code, signal, self.stop);
-        if let Some(cg) = &self.cgroup {
-            let mut reached = cgroup::limits_reached(cg, &self.spec.limits).into_iter();
+        if let Some(c) = &self.contained {
+            let mut reached = cgroup::limits_reached(&c.made.cgroup, &self.spec.limits, c.since).into_iter();
             // The first is why a failed task ended; the others, and those of a task that went
             // on, are noted.
             if let Outcome::Failed { error: error @ None, .. } = &mut outcome {
@@ -549,7 +580,7 @@ impl Supervisor {
                 break;
             }
         }
-        if let Some(cg) = &self.cgroup {
+        if let Some(cg) = self.cgroup() {
             cgroup::remove(cg);
         }
         let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
@@ -568,7 +599,7 @@ impl Supervisor {
             reap_others(self.child);
             // Other tasks' supervisors below us go on; we leave them to whoever adopts them next
             // (they left our cgroup as they started).
-            let left = match &self.cgroup {
+            let left = match self.cgroup() {
                 Some(cg) => cgroup::populated(cg),
                 None => !own_leftovers(self.child).is_empty(),
             };

@@ -14,10 +14,10 @@ use crate::common::{Home, alive, read_pids, wait_until};
 /// session of its own that ignores SIGTERM, and a child that drops its privileges; their pids go
 /// to `$PF` once all run.
 const ESCAPEES: &str = r#"
-python3 -c 'import os, time; os.setpgid(0, 0); time.sleep(1000)' & a=$!
-setsid sh -c 'trap "" TERM; sh -c "trap \"\" TERM; while :; do sleep 1; done" & echo $! > "$0"' $PF.daemon & 
+python3 -c 'import os, sys, time; os.setpgid(0, 0); open(sys.argv[1], "w").write("x"); time.sleep(1000)' $PF.grouped & a=$!
+setsid sh -c 'trap "" TERM; sh -c "trap \"\" TERM; while :; do sleep 1; done" & echo $! > "$0"' $PF.daemon &
 setpriv --reuid=65534 --regid=65534 --clear-groups sleep 1000 & c=$!
-until [ -s $PF.daemon ] && [ "$(cat /proc/$c/comm)" = sleep ]; do :; done
+until [ -s $PF.grouped ] && [ -s $PF.daemon ] && [ "$(cat /proc/$c/comm)" = sleep ]; do :; done
 echo $a $(cat $PF.daemon) $c > $PF
 echo started
 while :; do sleep 1; done
@@ -97,9 +97,11 @@ fn processes_an_agent_leaves_behind_are_ended_when_it_exits() {
     );
     let v = h.run(&["--json", "run", "--sync", "--", "sh", "-c", &script], 0).json();
     assert_eq!(v["status"], "completed", "{v}");
+    let dir = cgroup_of(&h.status(v["token"].as_str().unwrap()));
     assert!(v["note"].as_str().unwrap().contains("process(es) the agent left running"), "{v}");
     let daemon = read_pids(&pf)[0];
     wait_until(Duration::from_secs(20), "the daemon to be killed after the grace", || !alive(daemon));
+    wait_until(Duration::from_secs(10), "its cgroup to be removed", || !Path::new(&dir).exists());
 }
 
 #[test]
@@ -115,7 +117,7 @@ command = ["python3", "-c", "s = 'x' * (1 << 30); print('allocated 1G')"]
 memory = "100M"
 
 [agents.forker]
-command = ["sh", "-c", "for i in $(seq 40); do sleep 30 & done; echo forked all"]
+command = ["python3", "-c", "import os, sys, time\nfor i in range(40):\n    if os.fork() == 0:\n        time.sleep(30)\n        os._exit(0)\nprint('forked all')"]
 pool = "small"
 
 [pools.small]
@@ -179,4 +181,53 @@ fn a_task_started_by_an_agent_outlives_its_parents_halt() {
     assert_eq!(h.status(sub)["status"], "running");
     h.run(&["halt", sub], 0);
     assert!(!Path::new(&sub_dir).exists() && !Path::new(&parent_dir).exists());
+}
+
+#[test]
+fn cgroups_an_agent_makes_inside_its_own_are_ended_and_removed_with_it() {
+    crate::needs_root("cgroups");
+    let h = Home::contained_by("cgroup");
+    let (dirfile, pf) = (h.path().join("dir"), h.path().join("pid"));
+    // It waits to be told its cgroup's directory, makes one inside and moves a child there.
+    let script = format!(
+        "until [ -s {d} ]; do sleep 0.05; done; sub=$(cat {d})/sub; mkdir $sub; \\
+         sh -c 'trap \"\" TERM; while :; do sleep 1; done' & echo $! > $sub/cgroup.procs; echo $! > {p}; wait",
+        d = dirfile.display(),
+        p = pf.display()
+    );
+    let token = h.start_script(&script);
+    let dir = cgroup_of(&h.status(&token));
+    std::fs::write(&dirfile, &dir).unwrap();
+    let child = read_pids(&pf)[0];
+    assert!(std::fs::read_to_string(format!("{dir}/sub/cgroup.procs")).unwrap().contains(&child.to_string()));
+    assert!(h.status(&token)["processes"].as_u64().unwrap() >= 2);
+    let v = h.run(&["--json", "halt", &token, "--grace", "1s"], 0).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert!(!alive(child), "a process in a cgroup inside the task's outlived the halt");
+    assert!(!Path::new(&dir).exists(), "its cgroup {dir} was left behind");
+}
+
+#[test]
+fn a_cgroup_named_in_a_tampered_lock_file_is_not_killed() {
+    crate::needs_root("cgroups");
+    let h = Home::contained_by("cgroup");
+    let victim = h.start_script("echo running; sleep 300");
+    let victim_dir = cgroup_of(&h.status(&victim));
+    let pf = h.path().join("pid");
+    let token = h.start_script(&format!("sleep 300 & echo $! > {}; wait", pf.display()));
+    let child = read_pids(&pf)[0];
+    // The task's lock file now names the other task's cgroup; then its supervisor dies.
+    let lock = h.path().join("tasks").join(&token).join("lock");
+    let text = std::fs::read_to_string(&lock).unwrap();
+    let first = text.lines().next().unwrap();
+    std::fs::write(&lock, format!("{first}\ncgroup {victim_dir}\n")).unwrap();
+    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
+    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    assert_eq!(h.status(&token)["status"], "lost");
+    assert_eq!(h.status(&victim)["status"], "running", "another task's cgroup was killed");
+    // Its own processes were found as without a cgroup: its session, its token.
+    wait_until(Duration::from_secs(10), "the task's child to end", || !alive(child));
+    h.run(&["halt", &victim], 0);
+    assert!(!Path::new(&victim_dir).exists(), "{victim_dir} outlived its task");
 }
