@@ -36,7 +36,9 @@ pub(super) fn spawn_agent(
     for (slot, f) in join.iter_mut().zip(&joins) {
         *slot = f.as_raw_fd();
     }
-    let child = Child {
+    // Born in its v2 cgroup where the kernel can (clone3): the child then joins only v1 ones.
+    let v2_dir = cgroup.and_then(|cg| File::open(&cg.path).ok());
+    let mut child = Child {
         exec: &exec,
         join,
         joined: AtomicI32::new(MAX_JOINS as i32),
@@ -50,22 +52,35 @@ pub(super) fn spawn_agent(
     // rest would fault them all in on every start.
     let mut stack = Vec::<u8>::with_capacity(CHILD_STACK);
     // The stack grows down from its 16-byte aligned top.
+    let base = (stack.as_mut_ptr() as usize + 15) & !15;
     let top = (stack.as_mut_ptr() as usize + CHILD_STACK) & !15;
     // No signal handler may run in the child, on memory it shares with us: block everything
     // until it has set every action back to the default.
     let mut all: libc::sigset_t = unsafe { std::mem::zeroed() };
     let mut old: libc::sigset_t = unsafe { std::mem::zeroed() };
+    let born_in_cgroup;
     // SAFETY: sigset operations on local sets; clone runs `start` on its own stack with `child`,
     // which outlives it (CLONE_VFORK: we resume only once the child has executed or exited).
     let pid = unsafe {
         libc::sigfillset(&mut all);
         libc::pthread_sigmask(libc::SIG_SETMASK, &all, &mut old);
-        let pid = libc::clone(
-            start,
-            top as *mut libc::c_void,
-            libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
-            &child as *const Child as *mut libc::c_void,
-        );
+        let into = v2_dir.as_ref().and_then(|dir| {
+            child.join[0] = -1;
+            let arg = &child as *const Child as *mut libc::c_void;
+            let born = clone_into_cgroup(start, base, top - base, arg, dir.as_raw_fd());
+            // Not available (an older kernel, a seccomp filter): the child joins it itself.
+            child.join[0] = joins.first().map_or(-1, |f| f.as_raw_fd());
+            born
+        });
+        born_in_cgroup = into.is_some();
+        let pid = into.unwrap_or_else(|| {
+            libc::clone(
+                start,
+                top as *mut libc::c_void,
+                libc::CLONE_VM | libc::CLONE_VFORK | libc::SIGCHLD,
+                &child as *const Child as *mut libc::c_void,
+            )
+        });
         let spawn_error = io::Error::last_os_error();
         libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
         if pid == -1 {
@@ -80,7 +95,8 @@ pub(super) fn spawn_agent(
         errno => {
             let _ = waitpid(pid, None);
             let error = io::Error::from_raw_os_error(errno);
-            let joined = child.joined.load(Ordering::SeqCst) as usize;
+            // The cgroups written so far (the v2 one aside for a child born in it).
+            let joined = child.joined.load(Ordering::SeqCst) as usize + usize::from(born_in_cgroup);
             match cgroup.filter(|_| joined < joins.len()) {
                 Some(cg) => {
                     let dir = std::iter::once(&cg.path).chain(&cg.v1).nth(joined).unwrap_or(&cg.path);
@@ -94,6 +110,89 @@ pub(super) fn spawn_agent(
 
 /// The most cgroup directories an agent joins: v2, and v1 memory, cpu and pids.
 const MAX_JOINS: usize = 4;
+
+/// `struct clone_args` of `clone3`, up to `cgroup` (Linux 5.7).
+#[repr(C)]
+#[derive(Default)]
+struct CloneArgs {
+    flags: u64,
+    pidfd: u64,
+    child_tid: u64,
+    parent_tid: u64,
+    exit_signal: u64,
+    stack: u64,
+    stack_size: u64,
+    tls: u64,
+    set_tid: u64,
+    set_tid_size: u64,
+    cgroup: u64,
+}
+
+/// Start `f(arg)` as a child that shares our memory (`CLONE_VM | CLONE_VFORK`, as `clone` above)
+/// on the stack `[base, base + size)`, born in the cgroup whose directory is open as `dir`
+/// (`CLONE_INTO_CGROUP`): moving it there afterwards would cost a quarter of a millisecond,
+/// the kernel waiting for an RCU grace period. `None` where clone3 or the flag is refused.
+///
+/// # Safety
+/// As for `clone`: `f` must only make system calls until it executes or exits, `arg` must
+/// outlive it, and the stack must be ours and 16-byte aligned at `base + size`.
+#[cfg(target_arch = "x86_64")]
+unsafe fn clone_into_cgroup(
+    f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    base: usize,
+    size: usize,
+    arg: *mut libc::c_void,
+    dir: libc::c_int,
+) -> Option<libc::pid_t> {
+    const CLONE_INTO_CGROUP: u64 = 0x2_0000_0000;
+    let args = CloneArgs {
+        flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+        exit_signal: libc::SIGCHLD as u64,
+        stack: base as u64,
+        stack_size: size as u64,
+        cgroup: dir as u64,
+        ..CloneArgs::default()
+    };
+    let mut ret = libc::SYS_clone3;
+    // SAFETY: the caller's promises. The child resumes after `syscall` with rax = 0 on its new
+    // stack, where nothing of ours may be used: it calls `f(arg)` from registers and exits with
+    // what `f` returns. The parent (rax = pid or -errno) goes on at `2:`, its stack untouched.
+    unsafe {
+        std::arch::asm!(
+            "syscall",
+            "test rax, rax",
+            "jnz 2f",
+            "mov rdi, r12",
+            "call r13",
+            "mov edi, eax",
+            "mov eax, {exit}",
+            "syscall",
+            "ud2",
+            "2:",
+            exit = const libc::SYS_exit,
+            inout("rax") ret,
+            in("rdi") &args as *const CloneArgs,
+            in("rsi") std::mem::size_of::<CloneArgs>(),
+            in("r12") arg,
+            in("r13") f as usize,
+            out("rcx") _,
+            out("r11") _,
+        );
+    }
+    (ret > 0).then_some(ret as libc::pid_t)
+}
+
+/// Elsewhere the child joins its cgroup itself.
+#[cfg(not(target_arch = "x86_64"))]
+unsafe fn clone_into_cgroup(
+    _f: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    _base: usize,
+    _size: usize,
+    _arg: *mut libc::c_void,
+    _dir: libc::c_int,
+) -> Option<libc::pid_t> {
+    None
+}
 
 const CHILD_STACK: usize = 64 * 1024;
 

@@ -99,13 +99,17 @@ fn make(token: Token, pid: u32, limits: &Limits) -> Result<Made, String> {
 /// a dead task holds the name.
 fn new_dir(tasks: &Path, name: &str) -> Result<(PathBuf, Flock<File>), String> {
     let mut made_tasks = false;
-    for n in 1..100 {
+    let mut n = 1;
+    for _ in 0..200 {
         let path = if n == 1 { tasks.join(name) } else { tasks.join(format!("{name}.{n}")) };
         match fs::DirBuilder::new().mode(0o755).create(&path) {
             Ok(()) => {}
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                n += 1;
+                continue;
+            }
             // First time, or another supervisor removed `tasks` as its last task ended.
-            Err(e) if e.kind() == ErrorKind::NotFound && n < 99 => {
+            Err(e) if e.kind() == ErrorKind::NotFound => {
                 fs::DirBuilder::new()
                     .recursive(true)
                     .mode(0o755)
@@ -130,8 +134,9 @@ fn new_dir(tasks: &Path, name: &str) -> Result<(PathBuf, Flock<File>), String> {
             }
             return Ok((path, lock));
         }
+        n += 1;
     }
-    Err(format!("cannot make a cgroup in {}: 100 names taken", tasks.display()))
+    Err(format!("cannot make a cgroup in {}: 200 tries failed", tasks.display()))
 }
 
 /// An exclusive lock on directory `dir`, if nobody holds one.
