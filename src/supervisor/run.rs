@@ -296,6 +296,11 @@ impl Supervisor {
         if left > 0 {
             line.push_str(&format!(" and left {left} process(es) running, ended"));
         }
+        if let Some(c) = &self.contained {
+            for why in cgroup::limits_reached(&c.made.cgroup, &self.spec.limits, c.since) {
+                line.push_str(&format!("; {why}"));
+            }
+        }
         self.rec.rate_limited.push(line);
         self.end_leftovers(false);
         let delay = policy.delay(n);
@@ -451,9 +456,13 @@ impl Supervisor {
             }
         };
         let clients_at = 1 + usize::from(events.is_some());
-        if let (Some(e), true) = (events, clients_at > 1 && ready[1]) {
-            // Read, which takes the notice (the loop looks at what is left).
-            e.populated();
+        // Read, which takes the notice (the loop looks at what is left); a cgroup removed behind
+        // our back is polled no more.
+        if let (Some(e), true) = (events, clients_at > 1 && ready[1])
+            && e.populated().is_none()
+            && let Some(c) = self.contained.as_mut()
+        {
+            c.events = None;
         }
         if ready[0] {
             self.on_signals();

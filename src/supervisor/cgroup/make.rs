@@ -74,18 +74,10 @@ fn make(token: Token, pid: u32, limits: &Limits) -> Result<Made, String> {
     let h = Hierarchies::read();
     let (v2_mount, v2_own) = h.v2.as_ref().ok_or("no cgroup v2 hierarchy is mounted")?;
     let own = in_mount(v2_mount, outside_tasks(v2_own)).ok_or("the supervisor's cgroup is outside the mount")?;
-    // Where controllers can be enabled for children: a cgroup with no processes of its own;
-    // else (a delegated leaf, say) beside ourselves, for tracking.
-    let quiet = quiet_ancestor(&own, &v2_mount.point);
-    let name = format!("{token}.{pid}");
-    let (parent, tasks, path, lock) = match new_dir(&quiet.join(TASKS_DIR), &name) {
-        Ok((path, lock)) => (quiet.clone(), quiet.join(TASKS_DIR), path, lock),
-        Err(e) if quiet == own => return Err(e),
-        Err(_) => {
-            let (path, lock) = new_dir(&own.join(TASKS_DIR), &name)?;
-            (own.clone(), own.join(TASKS_DIR), path, lock)
-        }
-    };
+    // Beside ourselves, inside whatever holds us (a service, a container, a delegated
+    // subtree), whose limits then cover the agents too.
+    let (parent, tasks) = (own.clone(), own.join(TASKS_DIR));
+    let (path, lock) = new_dir(&tasks, &format!("{token}.{pid}"))?;
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_owned();
     let mut made = Made { cgroup: TaskCgroup { path, v1: Vec::new() }, _locks: vec![lock] };
     if let Err(e) = apply(&h, &parent, &tasks, &name, &mut made, limits) {
@@ -110,11 +102,12 @@ fn new_dir(tasks: &Path, name: &str) -> Result<(PathBuf, Flock<File>), String> {
             }
             // First time, or another supervisor removed `tasks` as its last task ended.
             Err(e) if e.kind() == ErrorKind::NotFound => {
-                fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o755)
-                    .create(tasks)
-                    .map_err(|e| format!("cannot make {}: {e}", tasks.display()))?;
+                match fs::DirBuilder::new().mode(0o755).create(tasks) {
+                    Err(e) if e.kind() != ErrorKind::AlreadyExists => {
+                        return Err(format!("cannot make {}: {e}", tasks.display()));
+                    }
+                    _ => {}
+                }
                 if !made_tasks {
                     made_tasks = true;
                     sweep(tasks);
@@ -265,7 +258,9 @@ pub(super) fn write_to(file: &Path, value: &str) -> io::Result<()> {
     fs::OpenOptions::new().write(true).custom_flags(libc::O_NOFOLLOW).open(file)?.write_all(value.as_bytes())
 }
 
-/// Enable `controller` in v2 for the children of `tasks` (made in `parent`), or say why not.
+/// Enable `controller` in v2 for the children of `tasks` (made in `parent`, the supervisor's
+/// own cgroup), or say why not. cgroup v2 lets a cgroup with processes of its own (ours) give
+/// controllers to its children only if it is the root.
 fn enable_v2(parent: &Path, tasks: &Path, controller: &str) -> Result<(), String> {
     let listed = |file: &Path| fs::read_to_string(file).is_ok_and(|s| s.split_whitespace().any(|c| c == controller));
     if !listed(&parent.join("cgroup.controllers")) {
@@ -274,25 +269,17 @@ fn enable_v2(parent: &Path, tasks: &Path, controller: &str) -> Result<(), String
     for dir in [parent, tasks] {
         let control = dir.join("cgroup.subtree_control");
         if !listed(&control) {
-            write_to(&control, &format!("+{controller}"))
-                .map_err(|e| format!("cannot enable it in {}: {e}", control.display()))?;
+            write_to(&control, &format!("+{controller}")).map_err(|e| match e.raw_os_error() {
+                Some(libc::EBUSY) => format!(
+                    "cgroup v2 gives it to the children of {} only if no process runs there itself (the root \
+                     aside), and the supervisor does",
+                    dir.display()
+                ),
+                _ => format!("cannot enable it in {}: {e}", control.display()),
+            })?;
         }
     }
     Ok(())
-}
-
-/// The nearest of `dir` and its ancestors below `top` that holds no process of its own (so that
-/// controllers can be enabled for its children), else `top`, the root, which may.
-fn quiet_ancestor(dir: &Path, top: &Path) -> PathBuf {
-    let mut d = dir;
-    while d.starts_with(top) && d != top {
-        if fs::read_to_string(d.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty()) {
-            return d.to_owned();
-        }
-        let Some(up) = d.parent() else { break };
-        d = up;
-    }
-    top.to_owned()
 }
 
 /// The cgroup hierarchies and where this process is in each: v2's mount and path, and each v1
@@ -411,16 +398,18 @@ pub fn leave_task_cgroups() -> Result<(), String> {
     }
     let h = Hierarchies::read();
     let all = h.v2.iter().map(|(m, p)| (m, p)).chain(h.v1.iter().map(|(m, (_, p))| (m, p)));
+    // Into the enclosing supervisor's own cgroup, in every hierarchy that can be left.
+    let mut failed = Vec::new();
     for (mount, path) in all {
         let outside = outside_tasks(path);
         if outside.len() < path.len()
             && let Some(dir) = in_mount(mount, outside)
+            && let Err(e) = write_to(&dir.join("cgroup.procs"), &std::process::id().to_string())
         {
-            write_to(&dir.join("cgroup.procs"), &std::process::id().to_string())
-                .map_err(|e| format!("cannot leave the enclosing task's cgroup {path} for {}: {e}", dir.display()))?;
+            failed.push(format!("cannot leave the enclosing task's cgroup {path} for {}: {e}", dir.display()));
         }
     }
-    Ok(())
+    if failed.is_empty() { Ok(()) } else { Err(failed.join("; ")) }
 }
 
 #[cfg(test)]
@@ -477,19 +466,5 @@ mod tests {
                     51 40 0:30 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n";
         let (m, p) = Hierarchies::parse(pure, "0::/user.slice/s.scope\n").v2.unwrap();
         assert_eq!((m.point, p.as_str()), (PathBuf::from("/sys/fs/cgroup"), "/user.slice/s.scope"));
-    }
-
-    #[test]
-    fn controllers_are_enabled_where_no_process_lives() {
-        let top = tempfile::tempdir().unwrap();
-        let t = top.path();
-        let (slice, scope) = (t.join("user.slice"), t.join("user.slice/s.scope"));
-        fs::create_dir_all(&scope).unwrap();
-        fs::write(scope.join("cgroup.procs"), "42\n").unwrap();
-        fs::write(slice.join("cgroup.procs"), "").unwrap();
-        assert_eq!(quiet_ancestor(&scope, t), slice);
-        fs::write(slice.join("cgroup.procs"), "7\n").unwrap();
-        assert_eq!(quiet_ancestor(&scope, t), t);
-        assert_eq!(quiet_ancestor(t, t), t);
     }
 }

@@ -108,8 +108,8 @@ pub fn wait_empty(cg: &TaskCgroup, limit: Duration) -> bool {
     let end = Instant::now() + limit;
     let Some(events) = Events::open(cg) else { return !cg.path.is_dir() };
     loop {
-        // Read through the descriptor polled, which takes its notice.
-        if !events.populated() {
+        // Read through the descriptor polled, which takes its notice. Unreadable: removed.
+        if events.populated() != Some(true) {
             return true;
         }
         let left = end.saturating_duration_since(Instant::now());
@@ -131,12 +131,11 @@ impl Events {
     }
 
     /// Whether it says processes are left; reading it takes the notice that woke a poll.
-    pub fn populated(&self) -> bool {
+    /// `None` once the cgroup is gone (its file then polls ready for ever: stop polling it).
+    pub fn populated(&self) -> Option<bool> {
         let mut buf = [0u8; 256];
-        match rustix::io::pread(&self.0, &mut buf, 0) {
-            Ok(n) => String::from_utf8_lossy(&buf[..n]).lines().any(|l| l == "populated 1"),
-            Err(_) => true,
-        }
+        let n = rustix::io::pread(&self.0, &mut buf, 0).ok()?;
+        Some(String::from_utf8_lossy(&buf[..n]).lines().any(|l| l == "populated 1"))
     }
 
     pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
@@ -165,14 +164,22 @@ pub fn is_tasks(cg: &TaskCgroup, token: Token) -> bool {
     dirs(cg).all(|d| {
         let name = d.file_name().and_then(|n| n.to_str()).unwrap_or("");
         let parent = d.parent().and_then(|p| p.file_name()).and_then(|n| n.to_str());
-        let on_cgroupfs = rustix::fs::statfs(d.as_path()).is_ok_and(|s| {
-            const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
-            const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
-            #[allow(clippy::unnecessary_cast, reason = "f_type is narrower than i64 on some targets")]
-            let kind = s.f_type as i64;
-            matches!(kind, CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC)
-        });
-        is_task_name(name) && name.starts_with(token.as_str()) && parent == Some(TASKS_DIR) && on_cgroupfs
+        let named = is_task_name(name) && name.starts_with(token.as_str()) && parent == Some(TASKS_DIR);
+        // Gone already (swept when empty): nothing there to end or remove. Else reached
+        // through no symlink, on a cgroup file system.
+        let real = match fs::canonicalize(d) {
+            Err(e) => return named && e.kind() == ErrorKind::NotFound && d.is_absolute(),
+            Ok(real) => real,
+        };
+        let on_cgroupfs = real == *d
+            && rustix::fs::statfs(d.as_path()).is_ok_and(|s| {
+                const CGROUP_SUPER_MAGIC: i64 = 0x27e0eb;
+                const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+                #[allow(clippy::unnecessary_cast, reason = "f_type is narrower than i64 on some targets")]
+                let kind = s.f_type as i64;
+                matches!(kind, CGROUP_SUPER_MAGIC | CGROUP2_SUPER_MAGIC)
+            });
+        named && on_cgroupfs
     })
 }
 
@@ -259,11 +266,21 @@ mod tests {
     #[test]
     fn only_a_tasks_own_cgroup_is_taken_from_a_lock_file() {
         let token = Token::parse("abc123").unwrap();
-        let cg = |p: &str| TaskCgroup { path: PathBuf::from(p), v1: Vec::new() };
-        // Not on a cgroup file system, not a task's name, another task's, not in `agentctl`.
-        for p in ["/tmp/agentctl/abc123.5", "/sys/fs/cgroup/system.slice", "/sys/fs/cgroup/agentctl/def456.5"] {
-            assert!(!is_tasks(&cg(p), token), "{p}");
+        let cg = |p: &std::path::Path| TaskCgroup { path: p.to_owned(), v1: Vec::new() };
+        // Not a task's name, another task's, not in `agentctl`, relative.
+        for p in ["/sys/fs/cgroup/system.slice", "/sys/fs/cgroup/agentctl/def456.5", "/sys/fs/cgroup/x/abc123.5"] {
+            assert!(!is_tasks(&cg(p.as_ref()), token), "{p}");
         }
-        assert!(!is_tasks(&cg("/sys/fs/cgroup/x/abc123.5"), token));
+        assert!(!is_tasks(&cg("agentctl/abc123.5".as_ref()), token));
+        // A directory that is no cgroup, and a symlink to one.
+        let t = tempfile::tempdir().unwrap();
+        let dir = t.path().join("agentctl/abc123.5");
+        fs::create_dir_all(&dir).unwrap();
+        assert!(!is_tasks(&cg(&dir), token));
+        let link = t.path().join("agentctl/abc123.6");
+        std::os::unix::fs::symlink("/sys/fs/cgroup", &link).unwrap();
+        assert!(!is_tasks(&cg(&link), token));
+        // Gone already: nothing there to touch.
+        assert!(is_tasks(&cg(&t.path().join("agentctl/abc123.7")), token));
     }
 }
