@@ -87,13 +87,14 @@ impl Agents {
         })?;
         let file: AgentsFile = toml::from_str(&text)
             .map_err(|e| Error::Usage(format!("agents file {} is not valid: {e}", path.display())))?;
-        for (name, t) in &file.agents {
-            Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
-            t.limits(&format!("[agents.{name}]"))
+        let sections = file.agents.iter().map(|(n, t)| (format!("[agents.{n}]"), Some(n), t));
+        for (section, name, t) in sections.chain(file.default.iter().map(|t| ("[default]".to_owned(), None, t))) {
+            if let Some(name) = name {
+                Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
+            }
+            t.limits(&section)
+                .and_then(|_| t.check_placeholders(&section))
                 .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
-        }
-        if let Some(t) = &file.default {
-            t.limits("[default]").map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
         for (name, pool) in &file.pools {
             Role::parse(name).map_err(|e| {

@@ -2,61 +2,135 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap_complete::engine::ArgValueCompleter;
 
 /// Supervise sub-agent processes: start agent CLIs detached, get quick answers at once, await
 /// slow ones by token, halt them, list them and read their logs.
 #[derive(Debug, Parser)]
-#[command(name = "agentctl", version, propagate_version = true)]
+#[command(name = "agentctl", version, propagate_version = true, after_help = EXAMPLES)]
 pub struct Cli {
     /// State directory [default: $AGENTCTL_HOME, else $XDG_STATE_HOME/agentctl, else ~/.local/state/agentctl]
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
     /// Print exactly one JSON object (one per line for streams) on stdout
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL)]
     pub json: bool,
     /// Agent templates file [default: <home>/agents.toml, else $XDG_CONFIG_HOME/agentctl/agents.toml]
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE", help_heading = GLOBAL)]
     pub agents: Option<PathBuf>,
+    /// Colour on a terminal (auto), always or never; NO_COLOR set means never unless `always`
+    #[arg(long, global = true, value_name = "WHEN", default_value = "auto", help_heading = GLOBAL)]
+    pub color: clap::ColorChoice,
     #[command(subcommand)]
     pub command: Command,
 }
 
+/// The heading global options are shown under, apart from each command's own.
+const GLOBAL: &str = "Global options";
+
+const EXAMPLES: &str = "Examples:
+  agentctl ask reviewer 'Is src/main.rs safe?'   the answer, or a token after 10 s
+  agentctl run --async -- make test              a token at once
+  agentctl await a3f2c1                          the result once it ends
+  agentctl list                                  what runs, and what ran
+  source <(agentctl completions bash)            completions, tokens too";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Ask a role's agent a question (QUESTION `-` reads it from stdin)
+    #[command(after_help = "Examples:
+  agentctl ask reviewer 'Review the last commit'          the answer within 10 s, else a token
+  agentctl ask planner - --async < question.md            a long question from stdin, a token at once
+  agentctl ask coder 'Fix the flaky test' --worktree      in a git worktree of its own")]
     Ask(AskArgs),
     /// Run any command as a supervised task
+    #[command(after_help = "Examples:
+  agentctl run -- make test                      the command after `--`
+  agentctl run --async --timeout 30m -- ./long-job.sh
+  agentctl run --role build --sync -- cargo build --release")]
     Run(RunArgs),
     /// Wait for a task to end, or the first of several (up to --timeout; call again to keep waiting)
+    #[command(after_help = "Examples:
+  agentctl await a3f2c1                 up to 55 s; exit 124 if it still runs
+  agentctl await a3f2c1 b7e9d0 --timeout 5m   the first of them to end")]
     Await(AwaitArgs),
     /// Stop a task: SIGTERM to all its processes, SIGKILL after the grace period
+    #[command(after_help = "Examples:
+  agentctl halt a3f2c1
+  agentctl halt a3f2c1 --grace 1s --purge")]
     Halt(HaltArgs),
     /// List the tasks of this home
+    #[command(after_help = "Examples:
+  agentctl list
+  agentctl list --status running
+  agentctl list --role reviewer --limit 20")]
     List(ListArgs),
     /// Show one task
+    #[command(after_help = "Examples:
+  agentctl status a3f2c1
+  agentctl --json status a3f2c1")]
     Status(TokenArgs),
     /// Print a task's output (escapes stripped unless --raw)
+    #[command(after_help = "Examples:
+  agentctl logs a3f2c1 --follow
+  agentctl logs a3f2c1 -n 20")]
     Logs(LogsArgs),
     /// Wait for the next event of a session: a task finishing, or a message or question from one
+    #[command(after_help = "Examples:
+  agentctl wait                               the next event of session `default`
+  agentctl wait --types question --timeout 5m")]
     Wait(WaitEventArgs),
     /// Post a message (or a question) from inside a task to the session it reports to
+    #[command(after_help = "Examples:
+  agentctl notify 'halfway: tests pass'
+  agentctl notify --question 'Which branch?'")]
     Notify(NotifyArgs),
     /// From inside a task: ask the lead a question and wait for the answer (printed on stdout)
-    #[command(name = "ask-lead")]
+    #[command(
+        name = "ask-lead",
+        after_help = "Examples:
+  branch=$(agentctl ask-lead 'Which branch?' --choices main,dev --timeout 10m)"
+    )]
     AskLead(AskLeadArgs),
     /// Answer a task's question (by the question's id, or the task's token)
+    #[command(after_help = "Examples:
+  agentctl reply a3f2c1 main
+  agentctl reply q0123456789 'use dev'")]
     Reply(ReplyArgs),
     /// Send a running task a message, which it reads with `agentctl inbox`
+    #[command(after_help = "Examples:
+  agentctl send a3f2c1 'stop after this file'")]
     Send(SendArgs),
     /// From inside a task: print the next message sent to it (waiting up to --wait)
+    #[command(after_help = "Examples:
+  agentctl inbox --wait 30s")]
     Inbox(InboxArgs),
     /// Show the events of a session (or all) without consuming them
+    #[command(after_help = "Examples:
+  agentctl events --session lead --follow")]
     Events(EventsArgs),
     /// Remove finished tasks (record, log, summary); running tasks are never touched
+    #[command(after_help = "Examples:
+  agentctl prune --older-than 7d
+  agentctl prune --keep 100 --dry-run")]
     Prune(PruneArgs),
     /// Serve MCP (Model Context Protocol) on stdin/stdout
+    #[command(after_help = "Examples:
+  claude mcp add agentctl -- agentctl mcp
+  agentctl mcp --allow-run --max-wait 30s")]
     Mcp(McpArgs),
+    /// Print the script that gives a shell completions (commands, options, the home's tokens)
+    #[command(after_help = "Examples:
+  source <(agentctl completions bash)                    in ~/.bashrc
+  source <(agentctl completions zsh)                     in ~/.zshrc
+  agentctl completions fish | source                     in ~/.config/fish/config.fish")]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff)
+    #[command(after_help = "Examples:
+  agentctl man | man -l -
+  agentctl man > /usr/local/share/man/man1/agentctl.1")]
+    Man,
     /// Internal: the per-task supervisor (started by ask/run)
     #[command(name = "__supervise", hide = true)]
     Supervise(TokenArgs),
@@ -127,7 +201,7 @@ pub struct RunArgs {
 pub struct AwaitArgs {
     /// One task's token, or several: then it returns as soon as any of them ends, with every
     /// one that has ended by then and the ones still running
-    #[arg(required = true, value_name = "TOKEN")]
+    #[arg(required = true, value_name = "TOKEN", add = ArgValueCompleter::new(super::complete::tokens))]
     pub tokens: Vec<String>,
     /// Give up waiting after D (the task keeps running) [default: 55s]
     #[arg(long, value_name = "D")]
@@ -136,6 +210,8 @@ pub struct AwaitArgs {
 
 #[derive(Debug, Args)]
 pub struct HaltArgs {
+    /// The task's token (6 hex characters, as `ask`, `run` and `list` show it)
+    #[arg(add = ArgValueCompleter::new(super::complete::tokens))]
     pub token: String,
     /// Time between SIGTERM and SIGKILL [default: 5s]
     #[arg(long, value_name = "D")]
@@ -163,11 +239,31 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct TokenArgs {
+    /// The task's token (6 hex characters, as `ask`, `run` and `list` show it)
+    #[arg(add = ArgValueCompleter::new(super::complete::tokens))]
     pub token: String,
 }
 
 #[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete in
+    pub shell: Shell,
+}
+
+/// The shells completions are made for.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+    Elvish,
+    Powershell,
+}
+
+#[derive(Debug, Args)]
 pub struct LogsArgs {
+    /// The task's token (6 hex characters, as `ask`, `run` and `list` show it)
+    #[arg(add = ArgValueCompleter::new(super::complete::tokens))]
     pub token: String,
     /// Keep printing new output until the task ends
     #[arg(long, short)]
@@ -235,6 +331,7 @@ pub struct AskLeadArgs {
 #[derive(Debug, Args)]
 pub struct ReplyArgs {
     /// The question's id (like q0123456789) or the token of the task that asks
+    #[arg(add = ArgValueCompleter::new(super::complete::tokens))]
     pub target: String,
     /// The answer (`-`: read it from stdin)
     pub answer: String,
@@ -243,6 +340,7 @@ pub struct ReplyArgs {
 #[derive(Debug, Args)]
 pub struct SendArgs {
     /// The running task's token
+    #[arg(add = ArgValueCompleter::new(super::complete::tokens))]
     pub token: String,
     /// The message (`-`: read it from stdin)
     pub message: String,

@@ -16,21 +16,28 @@ use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration}
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
+    // A shell asking for completions gets them, and nothing else runs.
+    super::complete::answer_shell();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
-        Err(e) => {
+        Err(e) if !e.use_stderr() => {
+            // --help, --version
             let _ = e.print();
-            if !e.use_stderr() {
-                // --help, --version
-                return ExitCode::SUCCESS;
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
+            let (message, hints) = usage_error(&e, &args);
+            eprintln!("agentctl: error: {message}");
+            for h in &hints {
+                eprintln!("{h}");
             }
             // clap has not parsed --json, but whoever asked for JSON still gets one object.
-            let json = std::env::args_os().skip(1).take_while(|a| a != "--").any(|a| a == "--json");
-            let usage = Error::Usage(e.render().to_string().trim().trim_start_matches("error: ").to_owned());
-            return Out { json, home_flag: None }.error_quietly(&usage);
+            let json = args.iter().take_while(|a| *a != "--").any(|a| a == "--json");
+            return Out { json, home_flag: None, colour: false }.error_quietly(&Error::Usage(message));
         }
     };
-    let out = Out { json: cli.json, home_flag: cli.home.clone() };
+    let out = Out { json: cli.json, home_flag: cli.home.clone(), colour: super::term::colour(cli.color) };
     if let Command::Supervise(args) = &cli.command {
         // Before any runtime exists: the supervisor forks and must be single-threaded.
         return match (resolve_home(cli.home.clone()), Token::parse(&args.token)) {
@@ -62,6 +69,44 @@ pub fn main() -> ExitCode {
         Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(e) => out.error(&e),
     }
+}
+
+/// What clap refused, in agentctl's error style: the message, then hint and usage lines (the
+/// hint a command after `run` needs `--` before it, where that is what went wrong).
+fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
+    let text = e.render().to_string();
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let mut message = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned();
+    let mut hints: Vec<String> = Vec::new();
+    let mut listed: Vec<&str> = Vec::new();
+    for line in lines {
+        if let Some(tip) = line.strip_prefix("tip: ") {
+            hints.push(format!("hint: {tip}"));
+        } else if let Some(usage) = line.strip_prefix("Usage: ") {
+            hints.push(format!("usage: {usage}"));
+        } else if !line.starts_with("For more information") {
+            // The arguments a message lists on lines of their own (those missing, say).
+            listed.push(line);
+        }
+    }
+    if !listed.is_empty() {
+        message = format!("{} {}", message.trim_end_matches(':'), listed.join(", "));
+    }
+    let unexpected = match e.get(clap::error::ContextKind::InvalidArg) {
+        Some(clap::error::ContextValue::String(a)) => Some(a.clone()),
+        _ => None,
+    };
+    let run_at = args.iter().position(|a| a == "run");
+    if let (Some(run_at), Some(bad), false) = (run_at, unexpected, args.iter().any(|a| a == "--"))
+        && let Some(at) = args.iter().skip(run_at + 1).position(|a| *a == bad).map(|i| i + run_at + 1)
+    {
+        let mut fixed = vec!["agentctl".to_owned()];
+        fixed.extend(args[..at].iter().cloned());
+        fixed.push("--".into());
+        fixed.extend(args[at..].iter().cloned());
+        hints.insert(0, format!("hint: the command goes after `--`: {}", ops::shell_words(&fixed)));
+    }
+    (message, hints)
 }
 
 /// Each command checks what it was given before it touches the home; commands that only read
@@ -233,6 +278,14 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),
+        Command::Completions(c) => {
+            super::complete::script(c.shell, &mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            super::complete::man(&mut std::io::stdout().lock())?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

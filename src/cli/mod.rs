@@ -1,7 +1,10 @@
 //! The command line: clap arguments, dispatch to `ops`, rendering as text or `--json`.
 
 mod args;
+mod complete;
 mod dispatch;
 mod render;
+mod table;
+mod term;
 
 pub use dispatch::main;

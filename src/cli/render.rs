@@ -14,6 +14,8 @@ use crate::task::{Event, EventKind, Question, Status, Token};
 pub struct Out {
     pub json: bool,
     pub home_flag: Option<PathBuf>,
+    /// Colour the text (`--color`, `NO_COLOR`, a terminal).
+    pub colour: bool,
 }
 
 /// The exit code of a running task that waits for the lead's answer (`reply`).
@@ -121,34 +123,14 @@ impl Out {
             return;
         }
         if next.is_some() {
-            eprintln!("agentctl: older tasks match too; `{again}` shows the next page");
+            eprintln!("hint: older tasks match too; `{again}` shows the next page");
         }
         let mut w = io::stdout().lock();
         if views.is_empty() {
             let _ = writeln!(w, "no tasks");
             return;
         }
-        let role_w = views.iter().map(|v| v.role.as_str().len()).max().unwrap_or(4).max(4);
-        let _ = writeln!(
-            w,
-            "{:<6}  {:<role_w$}  {:<9}  {:>8}  {:>7}  QUESTION",
-            "TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES"
-        );
-        for v in views {
-            let _ = writeln!(
-                w,
-                "{:<6}  {:<role_w$}  {:<9}  {:>8}  {:>7}  {}",
-                v.token,
-                v.role.as_str(),
-                v.status.as_str(),
-                human_duration(v.elapsed_ms),
-                v.line_count,
-                match &v.pending_question {
-                    Some(q) => format!("ASKS ({}): {}", q.id, q.text.chars().take(60).collect::<String>()),
-                    None => v.question.clone(),
-                }
-            );
-        }
+        let _ = super::table::write(&mut w, views, super::term::width(), self.colour);
     }
 
     /// Print one line, `json()` with --json, else `text()` (nothing if it is `None`).
@@ -239,7 +221,7 @@ impl Out {
 
     /// Print an error (to stderr; with `--json` also as an object on stdout); returns its code.
     pub fn error(&self, e: &Error) -> ExitCode {
-        eprintln!("agentctl: {e}");
+        eprintln!("agentctl: error: {e}");
         self.error_quietly(e)
     }
 
@@ -271,7 +253,7 @@ pub fn log_json(
             ExitCode::SUCCESS,
         ),
         Err(e) if text.begun => {
-            eprintln!("agentctl: {e}");
+            eprintln!("agentctl: error: {e}");
             let fields = json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() });
             (fields, ExitCode::from(e.exit_code()))
         }

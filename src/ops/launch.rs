@@ -13,6 +13,10 @@ use crate::store::Store;
 use crate::supervisor;
 use crate::task::{PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
 
+/// The most characters of a question (or command) a task keeps for listings, which cut it
+/// further to fit a terminal.
+const PREVIEW: usize = 160;
+
 /// The hybrid switch's default: a task still running after this gets its token handed back.
 pub const HYBRID_WAIT: Duration = Duration::from_secs(10);
 
@@ -149,8 +153,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         env.insert("AGENTCTL_SESSION".into(), session.clone());
         env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
         let preview = match &req.what {
-            What::Ask { question, .. } => one_line_preview(question, 80),
-            What::Run { argv, .. } => one_line_preview(&shell_words(argv), 80),
+            What::Ask { question, .. } => one_line_preview(question, PREVIEW),
+            What::Run { argv, .. } => one_line_preview(&shell_words(argv), PREVIEW),
         };
         write_private(&store.log_path(&req.role, token), b"")?;
         let (worktree, cwd) = match &worktree {
@@ -263,7 +267,7 @@ fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
 
 /// `argv` as a shell would need it typed: an argument with spaces or shell characters in single
 /// quotes, so that `["echo", "> hi"]` does not read as a redirect.
-fn shell_words(argv: &[String]) -> String {
+pub fn shell_words(argv: &[String]) -> String {
     let plain = |a: &str| !a.is_empty() && a.bytes().all(|b| b.is_ascii_alphanumeric() || b"_./:=@%+,-".contains(&b));
     argv.iter()
         .map(|a| if plain(a) { a.clone() } else { format!("'{}'", a.replace('\'', r"'\''")) })

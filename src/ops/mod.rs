@@ -19,7 +19,7 @@ pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,
 };
-pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, start};
+pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words, start};
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, read_log, status};

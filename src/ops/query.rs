@@ -46,7 +46,7 @@ pub(super) fn refresh_open(store: &Store) -> Result<()> {
     for token in store.open_tokens()? {
         match refresh(store, token) {
             Ok(_) | Err(Error::UnknownToken { .. }) => {}
-            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
+            Err(e) => eprintln!("agentctl: warning: skipping task {token}: {e}"),
         }
     }
     Ok(())

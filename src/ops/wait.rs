@@ -48,14 +48,14 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     // The agent dies with its supervisor (PDEATHSIG) unless it changed its credentials (a
     // setuid program); whatever of the task is left in its session is ended here.
     let untraced = "processes that left the task's session (setsid) could not be traced";
-    let note = match (store.supervisor_id(token), &rec.started) {
-        (Some(id), started) => {
+    let cgroup = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token));
+    let note = match (store.supervisor_id(token), &rec.started, &cgroup) {
+        (Some(id), started, _) => {
             let when = match (started, rec.queued) {
                 (Some(_), _) => "",
                 (None, true) => " while the task waited for a place in its pool (it never ran)",
                 (None, false) => " before it recorded that the agent started",
             };
-            let cgroup = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token));
             match reach::end_lost(id, token, cgroup.as_ref()) {
                 Some(reached) if cgroup.is_some() => {
                     format!("the supervisor died{when}; {} (its cgroup)", reached.describe())
@@ -65,11 +65,9 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
             }
         }
         // No id (its /proc could not be read): its cgroup, if it wrote one, still says it all.
-        (None, _) if let Some(cg) = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token)) => {
-            format!("the supervisor died; {} (its cgroup)", reach::end_cgroup(&cg).describe())
-        }
-        (None, None) => "the supervisor died before it started the agent".to_owned(),
-        (None, Some(_)) => format!("the supervisor died; it left no trace of its session: {untraced}"),
+        (None, _, Some(cg)) => format!("the supervisor died; {} (its cgroup)", reach::end_cgroup(cg).describe()),
+        (None, None, None) => "the supervisor died before it started the agent".to_owned(),
+        (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {
         // A home we may read but not write (read-only, say): the answer is still `lost`.

@@ -101,7 +101,7 @@ impl Watcher {
                 Ok(events) => self.wake(&events),
                 Err(Errno::EINTR) => {}
                 Err(e) => {
-                    eprintln!("agentctl: cannot read inotify events: {e}");
+                    eprintln!("agentctl: warning: cannot read inotify events: {e}");
                     break;
                 }
             }

@@ -100,7 +100,9 @@ pub(super) fn check_home(home: &Path) -> Result<()> {
     if meta.mode() & 0o077 != 0 {
         let was = meta.mode() & 0o777;
         match fs::set_permissions(home, fs::Permissions::from_mode(0o700)) {
-            Ok(()) => eprintln!("agentctl: home {} was open to others ({was:o}); it is now 0700", home.display()),
+            Ok(()) => {
+                eprintln!("agentctl: warning: home {} was open to others ({was:o}); it is now 0700", home.display())
+            }
             Err(e) => eprintln!(
                 "agentctl: home {} is open to others ({was:o}) and cannot be made private: {e}",
                 home.display()

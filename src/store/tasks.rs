@@ -374,7 +374,7 @@ fn records(mut rows: rusqlite::Rows<'_>) -> Result<Vec<TaskRecord>> {
         let (token, text): (String, String) = (row.get(0).map_err(err(what))?, row.get(1).map_err(err(what))?);
         match Token::parse(&token).and_then(|t| from_json(t, &text)) {
             Ok(rec) => out.push(rec),
-            Err(e) => eprintln!("agentctl: skipping task {token}: {e}"),
+            Err(e) => eprintln!("agentctl: warning: skipping task {token}: {e}"),
         }
     }
     Ok(out)

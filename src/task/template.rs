@@ -158,28 +158,81 @@ impl Template {
     }
 }
 
-/// Replace each known `{name}` in one pass, so text inside the question is never re-expanded.
+/// The placeholders a template's command may hold.
+pub const PLACEHOLDERS: [&str; 5] = ["{role}", "{question}", "{question_file}", "{result_file}", "{token}"];
+
+/// `{word}` at the start of `s`, for a lowercase word: what a placeholder looks like.
+fn word_at(s: &str) -> Option<&str> {
+    let inner = s.strip_prefix('{')?;
+    let n = inner.find(|c: char| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'))?;
+    (n > 0 && inner.as_bytes()[0].is_ascii_lowercase() && inner[n..].starts_with('}')).then(|| &s[..n + 2])
+}
+
+/// `{{word}}` at the start of `s`: the way to write a literal `{word}`; the `{word}` it stands for.
+fn escaped_at(s: &str) -> Option<&str> {
+    let w = word_at(s.strip_prefix('{')?)?;
+    s[1 + w.len()..].starts_with('}').then_some(w)
+}
+
+/// The first `{word}` in `arg` that looks like a placeholder (a lowercase word in braces) but is
+/// none: a misspelling that would reach the agent as it is. Other braces (`{print $1}`, JSON,
+/// `{{word}}` for a literal `{word}`) are text.
+pub fn unknown_placeholder(arg: &str) -> Option<&str> {
+    let mut at = 0;
+    while let Some(open) = arg[at..].find('{') {
+        let after = &arg[at + open..];
+        if let Some(w) = escaped_at(after) {
+            at += open + w.len() + 2;
+            continue;
+        }
+        if let Some(w) = word_at(after).filter(|w| !PLACEHOLDERS.contains(w)) {
+            return Some(w);
+        }
+        at += open + 1;
+    }
+    None
+}
+
+impl Template {
+    /// Refuse a command holding a misspelled placeholder, naming it and the known ones.
+    pub fn check_placeholders(&self, where_: &str) -> Result<(), String> {
+        match self.command.iter().find_map(|a| unknown_placeholder(a)) {
+            Some(word) => Err(format!(
+                "{where_}: unknown placeholder `{word}` in its command; the placeholders are {}",
+                PLACEHOLDERS.join(", ")
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Replace each known `{name}` in one pass, so text inside the question is never re-expanded;
+/// `{{word}}` is written `{word}`.
 fn substitute(arg: &str, vars: &Vars<'_>) -> String {
     let mut out = String::with_capacity(arg.len());
     let mut rest = arg;
     while let Some(open) = rest.find('{') {
         out.push_str(&rest[..open]);
         let after = &rest[open..];
-        let value = [
-            ("{role}", vars.role),
-            ("{question}", vars.question),
-            ("{question_file}", vars.question_file),
-            ("{result_file}", vars.result_file),
-            ("{token}", vars.token),
-        ]
-        .into_iter()
-        .find(|(name, _)| after.starts_with(name));
-        match value {
-            Some((name, v)) => {
+        if let Some(w) = escaped_at(after) {
+            out.push_str(w);
+            rest = &after[w.len() + 2..];
+            continue;
+        }
+        let value = match word_at(after) {
+            Some("{role}") => Some(vars.role),
+            Some("{question}") => Some(vars.question),
+            Some("{question_file}") => Some(vars.question_file),
+            Some("{result_file}") => Some(vars.result_file),
+            Some("{token}") => Some(vars.token),
+            _ => None,
+        };
+        match (value, word_at(after)) {
+            (Some(v), Some(name)) => {
                 out.push_str(v);
                 rest = &after[name.len()..];
             }
-            None => {
+            _ => {
                 out.push('{');
                 rest = &after[1..];
             }
@@ -209,15 +262,41 @@ mod tests {
     #[test]
     fn placeholders_inside_elements() {
         let t = Template {
-            command: vec!["agent".into(), "--q={question}".into(), "{question_file}".into(), "{x}{token}{".into()],
+            command: vec!["agent".into(), "--q={question}".into(), "{question_file}".into(), "{X}{token}{".into()],
             ..Template::default()
         };
         assert!(t.uses_question_file());
-        assert_eq!(t.render(&vars("hi")).unwrap(), ["agent", "--q=hi", "/h/q.md", "{x}abc123{"]);
+        assert_eq!(t.check_placeholders("x"), Ok(()));
+        assert_eq!(t.render(&vars("hi")).unwrap(), ["agent", "--q=hi", "/h/q.md", "{X}abc123{"]);
         assert_eq!(t.result_from(), ResultFrom::LastResponse);
         let t = Template { command: vec!["codex".into(), "--last={result_file}".into()], ..t };
         assert_eq!(t.render(&vars("hi")).unwrap(), ["codex", "--last=/h/r.md"]);
         assert_eq!(t.result_from(), ResultFrom::File);
+    }
+
+    #[test]
+    fn misspelled_placeholders_are_found_and_other_braces_are_text() {
+        for (arg, found) in [
+            ("{questoin}", Some("{questoin}")),
+            ("--file={result_fle}", Some("{result_fle}")),
+            ("{role}-{tokn}", Some("{tokn}")),
+            ("awk '{print $1}'", None),
+            (r#"{"a": 1}"#, None),
+            ("{}", None),
+            ("{{question}}", None),
+            ("{{print}} {{x}}", None),
+            ("{{print} {x}", Some("{print}")),
+            ("{Question}", None),
+            ("{question", None),
+        ] {
+            assert_eq!(unknown_placeholder(arg), found, "{arg}");
+        }
+        let t = Template { command: vec!["claude".into(), "-p".into(), "{questoin}".into()], ..Template::default() };
+        let e = t.check_placeholders("[agents.w]").unwrap_err();
+        let escaped = Template { command: vec!["awk".into(), "{{print}} {question}".into()], ..Template::default() };
+        assert_eq!(escaped.check_placeholders("x"), Ok(()));
+        assert_eq!(escaped.render(&vars("q")).unwrap(), ["awk", "{print} q"]);
+        assert!(e.contains("unknown placeholder `{questoin}`") && e.contains("{question}, {question_file}"), "{e}");
     }
 
     #[test]

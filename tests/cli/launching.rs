@@ -177,3 +177,24 @@ fn an_exec_error_fails_the_launch_at_once_and_a_script_without_shebang_runs_unde
     let v = h.run(&["--json", "run", "--", &plain, "an argument"], 0).json();
     assert_eq!(v["summary"], "under sh with an argument");
 }
+
+#[test]
+fn usage_errors_say_what_went_wrong_and_what_to_type() {
+    let h = Home::new();
+    let r = h.run(&["run", "--async", "sleep", "5"], 2);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines[0], "agentctl: error: unexpected argument 'sleep' found", "{}", r.stderr);
+    assert!(lines[1].starts_with("hint: the command goes after `--`: agentctl --home "), "{}", r.stderr);
+    assert!(lines[1].ends_with(" run --async -- sleep 5"), "{}", r.stderr);
+    assert!(lines[2].starts_with("usage: agentctl run"), "{}", r.stderr);
+    let r = h.run(&["lst"], 2);
+    assert!(r.stderr.starts_with("agentctl: error: unrecognized subcommand 'lst'\nhint: "), "{}", r.stderr);
+    assert!(r.stderr.contains("'list'"), "{}", r.stderr);
+    let r = h.run(&["ask"], 2);
+    assert!(r.stderr.contains("not provided <ROLE>, <QUESTION>"), "{}", r.stderr);
+    // The same style for errors agentctl finds itself, and one JSON object with --json.
+    let r = h.run(&["status", "zzz"], 2);
+    assert!(r.stderr.starts_with("agentctl: error: invalid token `zzz`"), "{}", r.stderr);
+    let v = h.run(&["--json", "run", "sleep", "5"], 2).json();
+    assert_eq!(v["kind"], "usage", "{v}");
+}

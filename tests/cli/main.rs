@@ -1,6 +1,7 @@
 //! Integration tests: the built `agentctl` binary against real processes and a temp home.
 
 mod common;
+mod conventions;
 mod conversation;
 mod durations;
 mod events;

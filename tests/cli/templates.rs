@@ -159,3 +159,21 @@ fn an_answer_file_the_agent_never_wrote_leaves_its_output_as_the_summary() {
     let r = h.run(&["ask", "r", "x"], 2);
     assert!(r.stderr.contains("json:FIELD"), "{}", r.stderr);
 }
+
+#[test]
+fn a_misspelled_placeholder_is_refused_naming_the_known_ones() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.path()).unwrap();
+    std::fs::write(h.path().join("agents.toml"), "[agents.w]\ncommand = [\"echo\", \"{questoin}\"]\n").unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("[agents.w]: unknown placeholder `{questoin}`"), "{}", r.stderr);
+    assert!(r.stderr.contains("{role}, {question}, {question_file}, {result_file}, {token}"), "{}", r.stderr);
+    // A literal word in braces is written doubled; other braces are text.
+    std::fs::write(
+        h.path().join("agents.toml"),
+        "[agents.w]\ncommand = [\"echo\", \"{{role}} {role} {print $1} {question}\"]\nresult = \"output\"\n",
+    )
+    .unwrap();
+    let v = h.run(&["--json", "ask", "w", "hi", "--sync"], 0).json();
+    assert_eq!(v["summary"], "{role} w {print $1} hi", "{v}");
+}

@@ -1,0 +1,82 @@
+//! The terminal agentctl writes to: whether it is one, how wide, and whether to colour.
+
+use std::io::IsTerminal;
+
+/// Whether to colour text on stdout: `--color always`, or `auto` on a terminal that is not
+/// `dumb`, with `NO_COLOR` unset or empty.
+pub fn colour(choice: clap::ColorChoice) -> bool {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    match choice {
+        clap::ColorChoice::Always => true,
+        clap::ColorChoice::Never => false,
+        clap::ColorChoice::Auto => {
+            !no_color && std::io::stdout().is_terminal() && std::env::var("TERM").map_or(true, |t| t != "dumb")
+        }
+    }
+}
+
+/// The width of the terminal on stdout; `None` for a pipe or a file (nothing is cut then).
+/// `COLUMNS` wins where it is set, as shells set it for their children.
+pub fn width() -> Option<usize> {
+    if !std::io::stdout().is_terminal() {
+        return None;
+    }
+    if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|&n: &usize| n > 0) {
+        return Some(n);
+    }
+    rustix::termios::tcgetwinsize(std::io::stdout()).ok().map(|w| w.ws_col as usize).filter(|&n| n > 0)
+}
+
+/// An ANSI SGR colour for a piece of text.
+#[derive(Clone, Copy)]
+pub enum Paint {
+    Bold,
+    Red,
+    Green,
+    Yellow,
+    Blue,
+    Magenta,
+}
+
+/// `text` in `paint` when `on`, else as it is.
+pub fn paint(on: bool, paint: Paint, text: &str) -> String {
+    if !on {
+        return text.to_owned();
+    }
+    let code = match paint {
+        Paint::Bold => "1",
+        Paint::Red => "31",
+        Paint::Green => "32",
+        Paint::Yellow => "33",
+        Paint::Blue => "34",
+        Paint::Magenta => "35",
+    };
+    format!("\x1b[{code}m{text}\x1b[0m")
+}
+
+/// `text` cut to `max` characters, the last one `…` when cut.
+pub fn fit(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_owned();
+    }
+    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    if max > 0 {
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_is_cut_to_fit() {
+        assert_eq!(fit("hello", 5), "hello");
+        assert_eq!(fit("hello world", 6), "hello…");
+        assert_eq!(fit("héllo", 2), "h…");
+        assert_eq!(fit("x", 0), "");
+        assert_eq!(paint(false, Paint::Red, "x"), "x");
+        assert_eq!(paint(true, Paint::Green, "ok"), "\x1b[32mok\x1b[0m");
+    }
+}

@@ -1,0 +1,145 @@
+//! What people expect of a command-line tool: completions (the home's tokens too), a man page,
+//! help with examples.
+
+use std::process::Command;
+
+use crate::common::{BIN, Home};
+
+/// What bash completes for the words `line` (the last one being typed), through the script
+/// `agentctl completions bash` prints.
+fn bash_completes(h: &Home, line: &[&str]) -> Vec<String> {
+    let words: Vec<String> = line.iter().map(|w| format!("'{w}'")).collect();
+    let script = format!(
+        "source <(\"$AGENTCTL\" completions bash) || exit 3
+         COMP_WORDS=({words}); COMP_CWORD=$(( ${{#COMP_WORDS[@]}} - 1 )); COMP_TYPE=9
+         _clap_complete_agentctl agentctl \"${{COMP_WORDS[-1]}}\" \"${{COMP_WORDS[-2]}}\"
+         printf '%s\\n' \"${{COMPREPLY[@]}}\"",
+        words = words.join(" ")
+    );
+    let out = Command::new("bash")
+        .args(["-c", &script])
+        .env("AGENTCTL", BIN)
+        .env("AGENTCTL_HOME", h.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().lines().map(str::to_owned).collect()
+}
+
+#[test]
+fn bash_completes_commands_options_and_the_homes_tokens() {
+    let h = Home::new();
+    let a = h.start_script("sleep 30");
+    let b = h.start_script("sleep 30");
+    assert_eq!(bash_completes(&h, &["agentctl", "sta"]), ["status"]);
+    assert_eq!(bash_completes(&h, &["agentctl", "list", "--st"]), ["--status"]);
+    let tokens = bash_completes(&h, &["agentctl", "halt", ""]);
+    assert!(tokens.contains(&a) && tokens.contains(&b), "{tokens:?}");
+    assert_eq!(bash_completes(&h, &["agentctl", "logs", &a[..5]]), std::slice::from_ref(&a));
+    assert!(bash_completes(&h, &["agentctl", "completions", ""]).contains(&"zsh".to_owned()));
+    for t in [&a, &b] {
+        h.run(&["halt", t, "--grace", "0s"], 0);
+    }
+    for shell in ["zsh", "fish", "elvish", "powershell"] {
+        let r = h.run(&["completions", shell], 0);
+        assert!(r.stdout.contains(BIN), "{shell}: {}", r.stdout);
+    }
+}
+
+#[test]
+fn the_man_page_renders_and_help_shows_examples() {
+    let h = Home::new();
+    let roff = h.run(&["man"], 0).stdout;
+    assert!(roff.starts_with(".ie") && roff.contains(".TH agentctl 1"), "{roff}");
+    let mut man = Command::new("man")
+        .args(["-l", "-"])
+        .env("MANPAGER", "cat")
+        .env("MANWIDTH", "80")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("man (man-db) is installed by scripts/test");
+    std::io::Write::write_all(man.stdin.as_mut().unwrap(), roff.as_bytes()).unwrap();
+    let page = String::from_utf8(man.wait_with_output().unwrap().stdout).unwrap();
+    for section in ["NAME", "SYNOPSIS", "SUBCOMMANDS"] {
+        assert!(page.contains(section), "{section} missing:\n{page}");
+    }
+    assert!(page.contains("agentctl-halt"), "{page}");
+    for cmd in ["ask", "run", "await", "halt", "list", "status", "logs", "prune", "mcp"] {
+        let help = h.run(&[cmd, "--help"], 0).stdout;
+        assert!(help.contains("Examples:\n  "), "{cmd} --help has no examples:\n{help}");
+        assert!(help.contains("Global options:"), "{cmd} --help mixes global options in:\n{help}");
+    }
+    let help = h.run(&["status", "--help"], 0).stdout;
+    assert!(help.contains("<TOKEN>  The task's token"), "{help}");
+}
+
+/// `agentctl ARGS` on a terminal (a pty made by `script`) `columns` wide, with `env` set: what
+/// it printed.
+fn on_a_terminal(h: &Home, columns: usize, env: &[(&str, &str)], args: &[&str]) -> String {
+    // The same environment as every test's agentctl, through `script`, which gives it a pty.
+    let c = h.cmd();
+    let words: Vec<String> = c
+        .get_args()
+        .chain(args.iter().map(std::ffi::OsStr::new))
+        .map(|a| format!("'{}'", a.to_string_lossy()))
+        .collect();
+    let mut script = Command::new("script");
+    script.args(["-qec", &format!("'{BIN}' {}", words.join(" ")), "/dev/null"]);
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    script.env_remove("NO_COLOR").env("COLUMNS", columns.to_string()).env("TERM", "xterm");
+    for (k, v) in env {
+        script.env(k, v);
+    }
+    let out = script.stdin(std::process::Stdio::null()).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).replace('\r', "")
+}
+
+/// `text` without its colour escapes.
+fn plain(text: &str) -> String {
+    let mut out = String::new();
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[test]
+fn list_fits_the_terminal_puts_running_tasks_first_and_colours_only_when_asked() {
+    let h = Home::new();
+    h.run(&["run", "--sync", "--", "true"], 0);
+    let long = "echo a command line far longer than any terminal is wide, which goes on and on and on and on";
+    let running = h.start_script(&format!("{long}; sleep 30"));
+    let shown = on_a_terminal(&h, 80, &[], &["list"]);
+    assert!(shown.contains('\x1b'), "no colour on a terminal: {shown:?}");
+    let rows: Vec<String> = plain(&shown).lines().map(str::to_owned).collect();
+    for row in &rows {
+        assert!(row.chars().count() <= 80, "{} columns: {row}", row.chars().count());
+    }
+    assert!(rows[0].starts_with("TOKEN") && rows[0].contains("START"), "{rows:?}");
+    assert!(rows[1].starts_with(&running) && rows[1].ends_with('…'), "the running task comes first: {rows:?}");
+    assert!(rows[2].contains("completed"), "{rows:?}");
+    let bare = on_a_terminal(&h, 80, &[("NO_COLOR", "1")], &["list"]);
+    assert!(!bare.contains('\x1b'), "NO_COLOR: {bare:?}");
+    assert!(!on_a_terminal(&h, 80, &[], &["--color", "never", "list"]).contains('\x1b'));
+    // Not a terminal: nothing cut, no colour, unless asked.
+    let piped = h.run(&["list"], 0).stdout;
+    assert!(piped.contains(long) && !piped.contains('\x1b'), "{piped}");
+    assert!(h.run(&["--color", "always", "list"], 0).stdout.contains('\x1b'));
+    h.run(&["halt", &running, "--grace", "0s"], 0);
+}
