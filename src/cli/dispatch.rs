@@ -8,6 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 
 use super::args::{Cli, Command, LaunchArgs, WaitArgs};
+use super::progress::{self, Watched};
 use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, Launch, ListFilter, Wait, What};
@@ -128,10 +129,19 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
             let limit = duration_or(a.timeout.as_deref(), ops::AWAIT_TIMEOUT)?;
             let store = Store::existing(&home)?;
-            match tokens[..] {
-                [token] => Ok(out.task(&ops::await_task(&store, token, Some(limit)).await?)),
-                _ => Ok(out.awaited(&ops::await_any(&store, &tokens, Some(limit)).await?)),
-            }
+            let spin = !out.json;
+            let watched = match tokens[..] {
+                [token] => progress::watch(&store, &tokens, spin, ops::await_task(&store, token, Some(limit)))
+                    .await?
+                    .map(|v| out.task(&v)),
+                _ => progress::watch(&store, &tokens, spin, ops::await_any(&store, &tokens, Some(limit)))
+                    .await?
+                    .map(|a| out.awaited(&a)),
+            };
+            Ok(match watched {
+                Watched::Done(code) => code,
+                Watched::Interrupted => out.interrupted(&progress::interrupted_views(&store, &tokens)),
+            })
         }
         Command::Halt(h) => {
             let (token, grace) = (Token::parse(&h.token)?, duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?);
@@ -197,8 +207,15 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             // A lead may wait before its first task starts: the home is made here.
             let store = Store::open(&home)?;
             let holder = ops::Holder::new(0);
-            let event = ops::wait_event(&store, Some(&session), &kinds, limit, &holder).await?;
-            deliver(&store, &holder, out.event(&event))
+            let waited = ops::wait_event(&store, Some(&session), &kinds, limit, &holder);
+            match progress::watch(&store, &[], !out.json, waited).await? {
+                Watched::Done(event) => deliver(&store, &holder, out.event(&event)),
+                Watched::Interrupted => {
+                    // Whatever it took is for the next waiter.
+                    ops::undelivered(&store, &holder)?;
+                    Ok(out.interrupted(&[]))
+                }
+            }
         }
         Command::Notify(n) => {
             let message = text_arg(n.message)?;
@@ -317,8 +334,15 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Resul
 /// Start a task and print what its start gave. `--async` asked for the token alone: its exit
 /// is 0 even when the task asked a question before the answer was printed.
 async fn started(out: &Out, store: &Store, req: Launch) -> Result<ExitCode> {
-    let handed_back = matches!(req.wait, Wait::Async);
-    let code = out.task(&ops::start(store, req).await?);
+    let wait = req.wait;
+    let handed_back = matches!(wait, Wait::Async);
+    let rec = ops::launch(store, req).await?;
+    let token = rec.token;
+    let v = match progress::watch(store, &[token], !out.json, ops::settle(store, rec, wait)).await? {
+        Watched::Done(v) => v,
+        Watched::Interrupted => return Ok(out.interrupted(&progress::interrupted_views(store, &[token]))),
+    };
+    let code = out.task(&v);
     Ok(if handed_back && code == ExitCode::from(render::ASKS) { ExitCode::SUCCESS } else { code })
 }
 

@@ -3,6 +3,7 @@
 mod args;
 mod complete;
 mod dispatch;
+mod progress;
 mod render;
 mod table;
 mod term;

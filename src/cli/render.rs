@@ -114,7 +114,26 @@ impl Out {
         Ok(())
     }
 
-    /// Print a listing.
+    /// After Ctrl-C: the tasks waited on go on; each one's state and how to get back to it
+    /// (with `--json`, one object holding them). Exit 130.
+    pub fn interrupted(&self, views: &[TaskView]) -> ExitCode {
+        if self.json {
+            print_json(&json!({ "interrupted": true, "tasks": views }));
+        } else {
+            let what = match views.len() {
+                0 => "interrupted".to_owned(),
+                1 => "interrupted; the task keeps running".to_owned(),
+                n => format!("interrupted; the {n} tasks keep running"),
+            };
+            eprintln!("agentctl: {what}");
+            let mut w = io::stdout().lock();
+            for v in views {
+                let _ = self.task_text(v, &mut w);
+            }
+        }
+        ExitCode::from(super::progress::INTERRUPTED)
+    }
+
     /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one,
     /// and `again` the command that shows it.
     pub fn list(&self, views: &[TaskView], next: Option<usize>, again: &str) {

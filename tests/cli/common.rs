@@ -123,7 +123,6 @@ impl Home {
     }
 
     /// Make the home (as the first `wait` of a lead does), with no task in it.
-    #[allow(dead_code, reason = "used by the fault suite only")]
     pub fn init(&self) {
         self.run(&["wait", "--timeout", "0s"], 124);
     }

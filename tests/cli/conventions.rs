@@ -143,3 +143,45 @@ fn list_fits_the_terminal_puts_running_tasks_first_and_colours_only_when_asked()
     assert!(h.run(&["--color", "always", "list"], 0).stdout.contains('\x1b'));
     h.run(&["halt", &running, "--grace", "0s"], 0);
 }
+
+#[test]
+fn a_wait_on_a_terminal_shows_a_spinner_line_and_clears_it() {
+    let h = Home::new();
+    // Long enough to be drawn (a wait under 0.3 s shows nothing), short for the test.
+    let shown = on_a_terminal(&h, 100, &[], &["run", "--sync", "--", "sh", "-c", "echo hello there; sleep 1.5"]);
+    assert!(shown.contains("(run) running") && shown.contains("line(s): hello there"), "{shown:?}");
+    assert!(shown.contains("\x1b[2K"), "the line is erased before the answer: {shown:?}");
+    assert!(plain(&shown).contains("completed"), "{shown:?}");
+    // Not with --json.
+    let json = on_a_terminal(&h, 100, &[], &["--json", "run", "--sync", "--", "sh", "-c", "echo x; sleep 1"]);
+    assert!(!json.contains("running"), "{json:?}");
+}
+
+#[test]
+fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it() {
+    let h = Home::new();
+    h.init();
+    let pf = h.path().join("go");
+    let script = format!("until [ -e '{}' ]; do sleep 0.05; done; echo '> done'", pf.display());
+    let child = h
+        .cmd()
+        .args(["run", "--sync", "--", "sh", "-c", &script])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    crate::common::wait_until(std::time::Duration::from_secs(20), "the task to run", || {
+        h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 1
+    });
+    // SAFETY: kill on our own child, not yet reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let token = h.run(&["--json", "list"], 0).json()["tasks"][0]["token"].as_str().unwrap().to_owned();
+    assert!(stdout.contains("await it: agentctl --home") && stdout.contains(&token), "{stdout}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted; the task keeps running"));
+    std::fs::write(&pf, "").unwrap();
+    let v = h.run(&["--json", "await", &token, "--timeout", "20s"], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+}
