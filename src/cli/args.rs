@@ -120,6 +120,13 @@ pub enum Command {
   claude mcp add agentctl -- agentctl mcp
   agentctl mcp --allow-run --max-wait 30s")]
     Mcp(McpArgs),
+    /// A live full-screen view of the tasks: their output as it comes, halt, reply, filter
+    #[command(after_help = "Keys:
+  ↑↓ j k     select a task            Enter   its whole output (Esc: back)
+  h          halt it (y to confirm)   r       answer its question
+  /          filter by token, role, status, session or question
+  q          quit (the terminal is given back as it was)")]
+    Top,
     /// Print the script that gives a shell completions (commands, options, the home's tokens)
     #[command(after_help = "Examples:
   source <(agentctl completions bash)                    in ~/.bashrc

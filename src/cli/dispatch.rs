@@ -299,6 +299,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             super::complete::script(c.shell, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Top => super::top::run(&Store::existing(&home)?).await,
         Command::Man => {
             super::complete::man(&mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

@@ -7,5 +7,6 @@ mod progress;
 mod render;
 mod table;
 mod term;
+mod top;
 
 pub use dispatch::main;

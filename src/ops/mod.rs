@@ -26,3 +26,4 @@ pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, read_log, status}
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};
+pub use watch::Watch;

@@ -64,6 +64,27 @@ impl Changes {
     }
 }
 
+/// A change to watch from outside `ops` (the live view): any write to a home's store, or to
+/// one task's log.
+pub struct Watch(Changes);
+
+impl Watch {
+    /// Any write to the home's store (its files, the database's journal among them).
+    pub fn home(store: &crate::store::Store) -> Result<Watch> {
+        Changes::watch(store.home()).map(Watch)
+    }
+
+    /// Output written to a file (a task's log).
+    pub fn file(path: &Path) -> Result<Watch> {
+        Changes::watch(path).map(Watch)
+    }
+
+    /// Wait for the next change after the last one seen (spurious wake-ups are fine).
+    pub async fn changed(&mut self) -> Result<()> {
+        self.0.next().await
+    }
+}
+
 impl Drop for Changes {
     fn drop(&mut self) {
         let mut watches = lock(&self.watcher.watches);

@@ -14,5 +14,6 @@ mod pools;
 mod retries;
 mod survival;
 mod templates;
+mod top;
 mod waiting;
 mod worktrees;
