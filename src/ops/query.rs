@@ -102,6 +102,17 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Listing> {
     Ok(Listing { tasks, more, keys })
 }
 
+/// Fill in the pool and queue place of each open task of `views`, in one look at the store.
+pub fn placed(store: &Store, views: &mut [TaskView]) -> Result<()> {
+    let places = store.open_places()?;
+    for v in views.iter_mut().filter(|v| !v.status.is_final()) {
+        if let Some((_, pool, place)) = places.iter().find(|(t, _, _)| *t == v.token) {
+            (v.pool, v.queue_place) = (Some(pool.clone()), *place);
+        }
+    }
+    Ok(())
+}
+
 /// Write the task's log to `out`: the last `tail` lines or all, escapes stripped unless `raw`.
 pub fn read_log(store: &Store, token: Token, tail: Option<usize>, raw: bool, out: &mut dyn Write) -> Result<TaskView> {
     let view = status(store, token)?;

@@ -48,6 +48,12 @@ pub struct TaskView {
     /// What it changed in its worktree, once it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
+    /// The pool of an open task, and its place in the pool's line while it waits (1 is next):
+    /// filled in by the live view (`ops::placed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_place: Option<usize>,
     /// What holds its processes together (`cgroup` or `process-group`), with its limits
     /// (`status` only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -149,6 +155,8 @@ impl TaskView {
             worktree_bytes: None,
             worktree,
             changes: rec.changes.clone(),
+            pool: None,
+            queue_place: None,
             containment: None,
             processes: None,
             memory_bytes: None,

@@ -96,4 +96,29 @@ impl Store {
         let conn = self.db()?;
         Ok(tokens(&conn, IN_LINE, pool)?.iter().position(|&t| t == token).map(|i| i + 1))
     }
+
+    /// The pools of the open tasks (those of earlier releases have none), and where each
+    /// queued one is in its pool's line (1 is next): one look for a whole view.
+    pub fn open_places(&self) -> Result<Vec<(Token, String, Option<usize>)>> {
+        let conn = self.db()?;
+        let mut stmt = conn
+            .prepare_cached("SELECT token, pool FROM tasks WHERE ended_at_ms IS NULL AND pool IS NOT NULL")
+            .map_err(err(what))?;
+        let open: Vec<(String, String)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(err(what))?
+            .collect::<rusqlite::Result<_>>()
+            .map_err(err(what))?;
+        let mut lines: std::collections::HashMap<String, Vec<Token>> = std::collections::HashMap::new();
+        let mut out = Vec::new();
+        for (token, pool) in open {
+            let Ok(token) = Token::parse(&token) else { continue };
+            if !lines.contains_key(&pool) {
+                lines.insert(pool.clone(), tokens(&conn, IN_LINE, &pool)?);
+            }
+            let place = lines[&pool].iter().position(|&t| t == token).map(|i| i + 1);
+            out.push((token, pool, place));
+        }
+        Ok(out)
+    }
 }

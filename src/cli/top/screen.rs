@@ -94,7 +94,9 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
 /// The tasks of the home, at most `MOST_TASKS` of the newest.
 fn load(store: &Store) -> Vec<ops::TaskView> {
     let filter = ListFilter { limit: Some(MOST_TASKS), ..ListFilter::default() };
-    ops::list(store, &filter).map(|l| l.tasks).unwrap_or_default()
+    let mut tasks = ops::list(store, &filter).map(|l| l.tasks).unwrap_or_default();
+    let _ = ops::placed(store, &mut tasks);
+    tasks
 }
 
 /// The selected task's last lines: enough for the pane, or for the log view.

@@ -35,6 +35,8 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         worktree: None,
         worktree_bytes: None,
         changes: None,
+        pool: (!status.is_final()).then(|| "default".into()),
+        queue_place: None,
         containment: None,
         processes: None,
         memory_bytes: None,
@@ -77,7 +79,9 @@ fn thirty() -> Vec<TaskView> {
     });
     tasks.push(asking);
     for i in 0..2u64 {
-        tasks.push(view(&format!("e{i:05x}"), "builder", Status::Queued, 2_000, 0, "cargo test"));
+        let mut queued = view(&format!("e{i:05x}"), "builder", Status::Queued, 2_000, 0, "cargo test");
+        (queued.pool, queued.queue_place) = (Some("build".into()), Some(i as usize + 1));
+        tasks.push(queued);
     }
     tasks.reverse();
     tasks

@@ -97,10 +97,15 @@ fn what(t: &TaskView) -> String {
 fn task_table(f: &mut Frame, app: &App, area: Rect) {
     let visible = app.visible();
     let rows = visible.iter().map(|t| {
+        let status = match t.queue_place {
+            Some(n) => format!("queued #{n}"),
+            None => t.status.as_str().to_owned(),
+        };
         Row::new(vec![
             Cell::from(t.token.to_string()),
             Cell::from(t.role.to_string()),
-            Cell::from(t.status.as_str()).style(status_style(t.status)),
+            Cell::from(status).style(status_style(t.status)),
+            Cell::from(t.pool.clone().unwrap_or_default()),
             Cell::from(human_duration(t.elapsed_ms)),
             Cell::from(t.line_count.to_string()),
             Cell::from(what(t)).style(if t.pending_question.is_some() {
@@ -110,15 +115,21 @@ fn task_table(f: &mut Frame, app: &App, area: Rect) {
             }),
         ])
     });
+    let widest = |f: &dyn Fn(&TaskView) -> usize, least: usize, most: usize| {
+        visible.iter().map(|t| f(t)).max().unwrap_or(0).clamp(least, most) as u16
+    };
+    let role_w = widest(&|t| t.role.as_str().chars().count(), 4, 12);
+    let pool_w = widest(&|t| t.pool.as_deref().map_or(0, |p| p.chars().count()), 4, 10);
     let widths = [
         Constraint::Length(6),
-        Constraint::Max(12),
-        Constraint::Length(9),
+        Constraint::Length(role_w),
+        Constraint::Length(10),
+        Constraint::Length(pool_w),
         Constraint::Length(7),
         Constraint::Length(6),
         Constraint::Fill(1),
     ];
-    let header = Row::new(["TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES", "QUESTION"])
+    let header = Row::new(["TOKEN", "ROLE", "STATUS", "POOL", "ELAPSED", "LINES", "QUESTION"])
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
     let empty = if app.tasks().is_empty() { " no tasks yet " } else { " no task matches the filter " };
     let block = Block::bordered().title(if visible.is_empty() { empty } else { " tasks " });
