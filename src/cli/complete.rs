@@ -10,7 +10,7 @@ use clap_complete::env::{Bash, Elvish, EnvCompleter, Fish, Powershell, Zsh};
 
 use super::args::{Cli, Shell};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, ListFilter};
+use crate::ops;
 use crate::store::{Store, resolve_home};
 
 /// The variable that makes the binary answer the shell's completion request.
@@ -45,11 +45,8 @@ pub fn man(out: &mut dyn Write) -> Result<()> {
 pub fn tokens(current: &OsStr) -> Vec<CompletionCandidate> {
     let typed = current.to_string_lossy();
     let Ok(store) = resolve_home(None).and_then(|h| Store::existing(&h)) else { return Vec::new() };
-    let Ok(listing) = ops::list(&store, &ListFilter { limit: Some(500), ..ListFilter::default() }) else {
-        return Vec::new();
-    };
-    listing
-        .tasks
+    let Ok(tasks) = ops::peek(&store, 500) else { return Vec::new() };
+    tasks
         .iter()
         .filter(|t| t.token.as_str().starts_with(typed.as_ref()))
         .map(|t| {

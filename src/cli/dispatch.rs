@@ -26,6 +26,11 @@ pub fn main() -> ExitCode {
             let _ = e.print();
             return ExitCode::SUCCESS;
         }
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            // `agentctl` alone: the help, as a refusal.
+            let _ = e.print();
+            return ExitCode::from(2);
+        }
         Err(e) => {
             let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
             let (message, hints) = usage_error(&e, &args);
@@ -33,9 +38,12 @@ pub fn main() -> ExitCode {
             for h in &hints {
                 eprintln!("{h}");
             }
-            // clap has not parsed --json, but whoever asked for JSON still gets one object.
+            // clap has not parsed --json, but whoever asked for JSON still gets one object,
+            // with the hints (what an agent reading it needs most).
             let json = args.iter().take_while(|a| *a != "--").any(|a| a == "--json");
-            return Out { json, home_flag: None, colour: false }.error_quietly(&Error::Usage(message));
+            let said = std::iter::once(message).chain(hints.iter().filter(|h| h.starts_with("hint: ")).cloned());
+            let usage = Error::Usage(said.collect::<Vec<_>>().join("; "));
+            return Out { json, home_flag: None, colour: false }.error_quietly(&usage);
         }
     };
     let out = Out { json: cli.json, home_flag: cli.home.clone(), colour: super::term::colour(cli.color) };
@@ -97,15 +105,20 @@ fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
         Some(clap::error::ContextValue::String(a)) => Some(a.clone()),
         _ => None,
     };
-    let run_at = args.iter().position(|a| a == "run");
-    if let (Some(run_at), Some(bad), false) = (run_at, unexpected, args.iter().any(|a| a == "--"))
-        && let Some(at) = args.iter().skip(run_at + 1).position(|a| *a == bad).map(|i| i + run_at + 1)
-    {
-        let mut fixed = vec!["agentctl".to_owned()];
-        fixed.extend(args[..at].iter().cloned());
-        fixed.push("--".into());
-        fixed.extend(args[at..].iter().cloned());
-        hints.insert(0, format!("hint: the command goes after `--`: {}", ops::shell_words(&fixed)));
+    // `run`'s command without `--` before it: the first place for `--` that makes a command
+    // line clap takes.
+    let for_run = hints.iter().any(|h| h.starts_with("usage: agentctl run "));
+    if let (true, Some(bad), false) = (for_run, unexpected, args.iter().any(|a| a == "--")) {
+        let fixed = (0..args.len()).filter(|&i| args[i] == bad).find_map(|at| {
+            let mut fixed = vec!["agentctl".to_owned()];
+            fixed.extend(args[..at].iter().cloned());
+            fixed.push("--".into());
+            fixed.extend(args[at..].iter().cloned());
+            Cli::try_parse_from(&fixed).is_ok().then_some(fixed)
+        });
+        if let Some(fixed) = fixed {
+            hints.insert(0, format!("hint: the command goes after `--`: {}", ops::shell_words(&fixed)));
+        }
     }
     (message, hints)
 }
@@ -299,7 +312,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             super::complete::script(c.shell, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Top => super::top::run(&Store::existing(&home)?).await,
+        // A view of an empty home waits for its first task.
+        Command::Top => super::top::run(&Store::open(&home)?).await,
         Command::Man => {
             super::complete::man(&mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

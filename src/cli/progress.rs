@@ -45,7 +45,7 @@ pub async fn watch<T>(
     spin: bool,
     wait: impl Future<Output = Result<T>>,
 ) -> Result<Watched<T>> {
-    let spin = spin && std::io::stderr().is_terminal();
+    let spin = spin && std::io::stderr().is_terminal() && in_foreground();
     let started = Instant::now();
     let mut line = Spinner { shown: false, text: String::new() };
     let ticker = async {
@@ -61,16 +61,45 @@ pub async fn watch<T>(
             tokio::time::sleep(TICK).await;
         }
     };
+    // A SIGINT the caller set to be ignored (a background job, nohup) stays ignored.
+    let interrupt = async {
+        if sigint_ignored() || tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
     let outcome = tokio::select! {
         done = wait => Some(done),
-        _ = tokio::signal::ctrl_c() => None,
+        () = interrupt => None,
         () = ticker => None,
     };
-    Spinner::clear_if(spin);
+    line.clear();
     match outcome {
         Some(done) => done.map(Watched::Done),
         None => Ok(Watched::Interrupted),
     }
+}
+
+/// Whether SIGINT is ignored, as a shell leaves it for a background job.
+fn sigint_ignored() -> bool {
+    // SAFETY: reads the current action into a struct we own; installs nothing.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(libc::SIGINT, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// End as Ctrl-C ends a program, by SIGINT itself (a shell running a loop of agentctl then
+/// stops the loop, which an exit code would not tell it to); 130 should that not happen.
+pub fn end_by_sigint() -> std::process::ExitCode {
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    // SAFETY: the default action back, then the signal to ourselves.
+    unsafe {
+        libc::signal(libc::SIGINT, libc::SIG_DFL);
+        libc::raise(libc::SIGINT);
+    }
+    std::process::ExitCode::from(INTERRUPTED)
 }
 
 /// The spinner's line on stderr.
@@ -81,16 +110,16 @@ struct Spinner {
 
 impl Spinner {
     fn show(&mut self, frame: char) {
-        let width = terminal_width().unwrap_or(80).saturating_sub(1);
+        let width = super::term::width_of(&std::io::stderr()).unwrap_or(80).saturating_sub(1);
         let mut err = std::io::stderr().lock();
         let _ = write!(err, "\r\x1b[2K{}", fit(&format!("{frame} {}", self.text), width));
         let _ = err.flush();
         self.shown = true;
     }
 
-    /// Erase the line, whoever drew it last.
-    fn clear_if(spin: bool) {
-        if spin {
+    /// Erase the line, if it was drawn.
+    fn clear(&self) {
+        if self.shown {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K");
             let _ = err.flush();
@@ -98,9 +127,10 @@ impl Spinner {
     }
 }
 
-/// The width of the terminal on stderr.
-fn terminal_width() -> Option<usize> {
-    rustix::termios::tcgetwinsize(std::io::stderr()).ok().map(|w| w.ws_col as usize).filter(|&n| n > 0)
+/// Whether this process is in the terminal's foreground (not a background job, which would
+/// draw over the user's prompt).
+fn in_foreground() -> bool {
+    rustix::termios::tcgetpgrp(std::io::stderr()).is_ok_and(|pg| pg == rustix::process::getpgrp())
 }
 
 /// `a3f2c1 (reviewer) running 12.3s, 45 lines: last line…`, for the first task waited on.

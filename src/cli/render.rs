@@ -120,7 +120,8 @@ impl Out {
         if self.json {
             print_json(&json!({ "interrupted": true, "tasks": views }));
         } else {
-            let what = match views.len() {
+            let going = views.iter().filter(|v| !v.status.is_final()).count();
+            let what = match going {
                 0 => "interrupted".to_owned(),
                 1 => "interrupted; the task keeps running".to_owned(),
                 n => format!("interrupted; the {n} tasks keep running"),
@@ -131,7 +132,7 @@ impl Out {
                 let _ = self.task_text(v, &mut w);
             }
         }
-        ExitCode::from(super::progress::INTERRUPTED)
+        super::progress::end_by_sigint()
     }
 
     /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one,

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::term::{Paint, fit, paint};
+use super::term::{Paint, columns, fit, paint};
 use crate::ops::{TaskView, human_duration};
 use crate::task::Status;
 
@@ -12,6 +12,13 @@ use crate::task::Status;
 const ROLE_MAX: usize = 12;
 /// The narrowest question column worth showing.
 const QUESTION_MIN: usize = 10;
+/// The most of a question shown off a terminal (a question a task asks may be long).
+const QUESTION_MOST: usize = 200;
+
+/// The first line of `text`.
+fn one_line(text: &str) -> &str {
+    text.lines().next().unwrap_or("")
+}
 
 /// Print `views` (oldest first) as a table on `w`: the tasks not yet ended first, then the
 /// ended ones; each row cut to `width` characters when given, coloured when `colour`.
@@ -20,7 +27,7 @@ pub fn write(w: &mut dyn Write, views: &[TaskView], width: Option<usize>, colour
     let rows: Vec<&TaskView> = active.into_iter().chain(ended).collect();
     let now = SystemTime::now();
     let starts: Vec<String> = rows.iter().map(|v| start_column(v, now)).collect();
-    let role_w = rows.iter().map(|v| v.role.as_str().chars().count()).max().unwrap_or(0).clamp(4, ROLE_MAX);
+    let role_w = rows.iter().map(|v| columns(v.role.as_str())).max().unwrap_or(0).clamp(4, ROLE_MAX);
     let start_w = starts.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(5);
     let fixed = 6 + 2 + role_w + 2 + 9 + 2 + start_w + 2 + 8 + 2 + 6 + 2;
     let question_w = width.map(|w| w.saturating_sub(fixed).max(QUESTION_MIN));
@@ -31,21 +38,21 @@ pub fn write(w: &mut dyn Write, views: &[TaskView], width: Option<usize>, colour
     writeln!(w, "{}", paint(colour, Paint::Bold, &cut(&header, width)))?;
     for (v, start) in rows.iter().zip(&starts) {
         let question = match &v.pending_question {
-            Some(q) => format!("ASKS ({}): {}", q.id, q.text),
+            Some(q) => format!("ASKS ({}): {}", q.id, one_line(&q.text)),
             None => v.question.clone(),
         };
-        let question = question_w.map_or(question.clone(), |qw| fit(&question, qw));
+        let question = fit(&question, question_w.unwrap_or(QUESTION_MOST));
+        let head = format!("{:<6}  {:<role_w$}  ", v.token, fit(v.role.as_str(), role_w));
         let status = format!("{:<9}", v.status.as_str());
-        let line = format!(
-            "{:<6}  {:<role_w$}  {}  {:<start_w$}  {:>8}  {:>6}  {}",
-            v.token,
-            fit(v.role.as_str(), role_w),
-            paint(colour, status_paint(v.status), &status),
-            start,
-            human_duration(v.elapsed_ms),
-            v.line_count,
-            question
-        );
+        let tail =
+            format!("  {:<start_w$}  {:>8}  {:>6}  {}", start, human_duration(v.elapsed_ms), v.line_count, question);
+        // Cut as a whole to the width (a terminal narrower than the fixed columns), then the
+        // status coloured where it is still whole.
+        let row = cut(&format!("{head}{status}{tail}"), width);
+        let line = match row.strip_prefix(&format!("{head}{status}")) {
+            Some(rest) if colour => format!("{head}{}{rest}", paint(true, status_paint(v.status), &status)),
+            _ => row,
+        };
         writeln!(w, "{}", line.trim_end())?;
     }
     Ok(())

@@ -16,15 +16,20 @@ pub fn colour(choice: clap::ColorChoice) -> bool {
 }
 
 /// The width of the terminal on stdout; `None` for a pipe or a file (nothing is cut then).
-/// `COLUMNS` wins where it is set, as shells set it for their children.
 pub fn width() -> Option<usize> {
-    if !std::io::stdout().is_terminal() {
+    width_of(&std::io::stdout())
+}
+
+/// The width of the terminal `fd` is; `None` if it is none. `COLUMNS` wins where it is set, as
+/// shells set it for their children.
+pub fn width_of(fd: &(impl IsTerminal + std::os::fd::AsFd)) -> Option<usize> {
+    if !fd.is_terminal() {
         return None;
     }
     if let Some(n) = std::env::var("COLUMNS").ok().and_then(|c| c.parse().ok()).filter(|&n: &usize| n > 0) {
         return Some(n);
     }
-    rustix::termios::tcgetwinsize(std::io::stdout()).ok().map(|w| w.ws_col as usize).filter(|&n| n > 0)
+    rustix::termios::tcgetwinsize(fd).ok().map(|w| w.ws_col as usize).filter(|&n| n > 0)
 }
 
 /// An ANSI SGR colour for a piece of text.
@@ -54,16 +59,33 @@ pub fn paint(on: bool, paint: Paint, text: &str) -> String {
     format!("\x1b[{code}m{text}\x1b[0m")
 }
 
-/// `text` cut to `max` characters, the last one `…` when cut.
+/// `text` cut to `max` terminal columns (wide characters take two), the last one `…` when
+/// cut; control characters (tabs, escapes) become spaces, as they would upset the columns.
 pub fn fit(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_owned();
+    use unicode_width::UnicodeWidthChar;
+    let clean = || text.chars().map(|c| if c.is_control() { ' ' } else { c });
+    if clean().map(|c| c.width().unwrap_or(0)).sum::<usize>() <= max {
+        return clean().collect();
     }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for c in clean() {
+        let w = c.width().unwrap_or(0);
+        if used + w + 1 > max {
+            break;
+        }
+        out.push(c);
+        used += w;
+    }
     if max > 0 {
         out.push('…');
     }
     out
+}
+
+/// The display width of `text` in columns.
+pub fn columns(text: &str) -> usize {
+    unicode_width::UnicodeWidthStr::width(text)
 }
 
 #[cfg(test)]
@@ -76,6 +98,9 @@ mod tests {
         assert_eq!(fit("hello world", 6), "hello…");
         assert_eq!(fit("héllo", 2), "h…");
         assert_eq!(fit("x", 0), "");
+        assert_eq!(fit("日本語のテキスト", 7), "日本語…");
+        assert_eq!(fit("a\tb\x1b[1m", 10), "a b [1m");
+        assert_eq!(columns("日本"), 4);
         assert_eq!(paint(false, Paint::Red, "x"), "x");
         assert_eq!(paint(true, Paint::Green, "ok"), "\x1b[32mok\x1b[0m");
     }

@@ -20,9 +20,9 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words, start};
-pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
+pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page, page_of};
 pub use prune::{PruneRule, Pruned, prune};
-pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, placed, read_log, status};
+pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, peek, placed, read_log, status};
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};

@@ -1,6 +1,7 @@
 //! Paging through a task's log: a window of lines, so a huge log never floods a reader (an
 //! LLM's context above all).
 
+use super::view::TaskView;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
@@ -82,7 +83,13 @@ enum Start {
 /// on: its `next_offset` (and `next_column`) is past everything it returned, or absent once
 /// the end was reached.
 pub fn log_page(store: &Store, token: Token, req: PageRequest) -> Result<LogPage> {
-    let view = status(store, token)?;
+    page_of(&status(store, token)?, req)
+}
+
+/// `log_page` of a task already looked at (the live view reads its selected task's output
+/// on each write, and has its view from the listing).
+pub fn page_of(view: &TaskView, req: PageRequest) -> Result<LogPage> {
+    let token = view.token;
     let path = if req.summary { view.summary_path.clone() } else { view.log_path.clone() };
     let what = || format!("cannot read {}", path.display());
     let mut page = LogPage {

@@ -126,12 +126,12 @@ impl Template {
 
     /// Whether the agent writes its answer to a file agentctl names.
     pub fn uses_result_file(&self) -> bool {
-        self.command.iter().any(|a| a.contains("{result_file}"))
+        self.command.iter().any(|a| uses(a, "{result_file}"))
     }
 
     /// Whether the agent reads the question from a file rather than from argv.
     pub fn uses_question_file(&self) -> bool {
-        self.command.iter().any(|a| a.contains("{question_file}"))
+        self.command.iter().any(|a| uses(a, "{question_file}"))
     }
 
     /// Fill in the placeholders of every argv element, refusing what argv cannot carry.
@@ -177,32 +177,72 @@ fn escaped_at(s: &str) -> Option<&str> {
 /// The first `{word}` in `arg` that looks like a placeholder (a lowercase word in braces) but is
 /// none: a misspelling that would reach the agent as it is. Other braces (`{print $1}`, JSON,
 /// `{{word}}` for a literal `{word}`) are text.
-pub fn unknown_placeholder(arg: &str) -> Option<&str> {
+#[cfg(test)]
+fn unknown_placeholder(arg: &str) -> Option<&str> {
+    pieces(arg).into_iter().find_map(|p| match p {
+        Piece::Word(w) if !PLACEHOLDERS.contains(&w) => Some(w),
+        _ => None,
+    })
+}
+
+/// What a command argument holds, as a template reads it.
+#[derive(Debug, PartialEq)]
+enum Piece<'a> {
+    /// `{word}`: a placeholder if it is one of `PLACEHOLDERS`.
+    Word(&'a str),
+    /// `{{word}}`: the text `{word}`.
+    Escaped(&'a str),
+}
+
+/// The `{word}`s and `{{word}}`s of `arg`, in order.
+fn pieces(arg: &str) -> Vec<Piece<'_>> {
+    let mut found = Vec::new();
     let mut at = 0;
     while let Some(open) = arg[at..].find('{') {
         let after = &arg[at + open..];
         if let Some(w) = escaped_at(after) {
+            found.push(Piece::Escaped(w));
             at += open + w.len() + 2;
-            continue;
+        } else if let Some(w) = word_at(after) {
+            found.push(Piece::Word(w));
+            at += open + w.len();
+        } else {
+            at += open + 1;
         }
-        if let Some(w) = word_at(after).filter(|w| !PLACEHOLDERS.contains(w)) {
-            return Some(w);
-        }
-        at += open + 1;
     }
-    None
+    found
+}
+
+/// Whether `arg` uses placeholder `name` (not written as `{{name}}`).
+fn uses(arg: &str, name: &str) -> bool {
+    pieces(arg).contains(&Piece::Word(name))
 }
 
 impl Template {
     /// Refuse a command holding a misspelled placeholder, naming it and the known ones.
     pub fn check_placeholders(&self, where_: &str) -> Result<(), String> {
-        match self.command.iter().find_map(|a| unknown_placeholder(a)) {
-            Some(word) => Err(format!(
-                "{where_}: unknown placeholder `{word}` in its command; the placeholders are {}",
-                PLACEHOLDERS.join(", ")
-            )),
-            None => Ok(()),
+        let all = self.command.iter().flat_map(|a| pieces(a));
+        for piece in all {
+            match piece {
+                Piece::Word(w) if !PLACEHOLDERS.contains(&w) => {
+                    return Err(format!(
+                        "{where_}: unknown placeholder `{w}` in its command; the placeholders are {} (write \
+                         `{{{w}}}` for the text {w})",
+                        PLACEHOLDERS.join(", ")
+                    ));
+                }
+                // `{{question}}` once meant the question in braces; now it is the word itself,
+                // which is never what a template wants.
+                Piece::Escaped(w) if PLACEHOLDERS.contains(&w) => {
+                    return Err(format!(
+                        "{where_}: `{{{w}}}` in its command would be the text {w}, not its value; write {w} \
+                         (in braces of their own if the agent needs them: `{{ {w} }}`)"
+                    ));
+                }
+                _ => {}
+            }
         }
+        Ok(())
     }
 }
 
@@ -284,6 +324,7 @@ mod tests {
             (r#"{"a": 1}"#, None),
             ("{}", None),
             ("{{question}}", None),
+            ("{{role}} {tokn}", Some("{tokn}")),
             ("{{print}} {{x}}", None),
             ("{{print} {x}", Some("{print}")),
             ("{Question}", None),
@@ -293,6 +334,10 @@ mod tests {
         }
         let t = Template { command: vec!["claude".into(), "-p".into(), "{questoin}".into()], ..Template::default() };
         let e = t.check_placeholders("[agents.w]").unwrap_err();
+        let twice = Template { command: vec!["x".into(), "{{question}}".into()], ..Template::default() };
+        assert!(twice.check_placeholders("w").unwrap_err().contains("would be the text {question}"));
+        let file = Template { command: vec!["x".into(), "{{result_file}}".into()], ..Template::default() };
+        assert!(!file.uses_result_file());
         let escaped = Template { command: vec!["awk".into(), "{{print}} {question}".into()], ..Template::default() };
         assert_eq!(escaped.check_placeholders("x"), Ok(()));
         assert_eq!(escaped.render(&vars("q")).unwrap(), ["awk", "{print} q"]);

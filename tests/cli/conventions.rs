@@ -173,10 +173,20 @@ fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it()
     crate::common::wait_until(std::time::Duration::from_secs(20), "the task to run", || {
         h.run(&["--json", "list", "--status", "running"], 0).json()["count"] == 1
     });
+    // Once it listens for SIGINT (bit 2 of the caught signals' mask): before that, the signal
+    // would end it the default way.
+    let caught = || {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", child.id())).unwrap_or_default();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigCgt:")).map(str::trim).unwrap_or("0");
+        u64::from_str_radix(mask, 16).is_ok_and(|m| m & (1 << (libc::SIGINT - 1)) != 0)
+    };
+    crate::common::wait_until(std::time::Duration::from_secs(20), "the CLI to listen for SIGINT", caught);
     // SAFETY: kill on our own child, not yet reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", String::from_utf8_lossy(&out.stderr));
+    // It ends by SIGINT itself, as a program Ctrl-C stops does (a shell's loop stops too).
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(out.status.signal(), Some(libc::SIGINT), "{}", String::from_utf8_lossy(&out.stderr));
     let stdout = String::from_utf8_lossy(&out.stdout);
     let token = h.run(&["--json", "list"], 0).json()["tasks"][0]["token"].as_str().unwrap().to_owned();
     assert!(stdout.contains("await it: agentctl --home") && stdout.contains(&token), "{stdout}");

@@ -171,9 +171,13 @@ fn a_misspelled_placeholder_is_refused_naming_the_known_ones() {
     // A literal word in braces is written doubled; other braces are text.
     std::fs::write(
         h.path().join("agents.toml"),
-        "[agents.w]\ncommand = [\"echo\", \"{{role}} {role} {print $1} {question}\"]\nresult = \"output\"\n",
+        "[agents.w]\ncommand = [\"echo\", \"{{name}} {role} {print $1} {question}\"]\nresult = \"output\"\n",
     )
     .unwrap();
     let v = h.run(&["--json", "ask", "w", "hi", "--sync"], 0).json();
-    assert_eq!(v["summary"], "{role} w {print $1} hi", "{v}");
+    assert_eq!(v["summary"], "{name} w {print $1} hi", "{v}");
+    // `{{question}}` would now be the word, not the question: refused, saying so.
+    std::fs::write(h.path().join("agents.toml"), "[agents.w]\ncommand = [\"echo\", \"{{question}}\"]\n").unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("would be the text {question}, not its value"), "{}", r.stderr);
 }

@@ -13,17 +13,22 @@ struct Tmux {
 }
 
 impl Tmux {
+    /// The shell finds agentctl on its PATH and the home in AGENTCTL_HOME, so that a short
+    /// command line is typed (a long one would wrap in 80 columns).
     fn start(h: &Home) -> Tmux {
         let t = Tmux { socket: h.path().join("tmux.sock") };
         let c = h.cmd();
         let mut new = t.command();
-        new.args(["new-session", "-d", "-x", "80", "-y", "24", "bash --norc --noprofile"]);
+        // No tmux configuration of the machine's.
+        new.args(["-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24", "bash --norc --noprofile"]);
         for (k, v) in c.get_envs() {
             if let Some(v) = v {
                 new.env(k, v);
             }
         }
-        new.env("TERM", "xterm-256color").env_remove("NO_COLOR");
+        let bin_dir = Path::new(BIN).parent().unwrap();
+        let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+        new.env("TERM", "xterm-256color").env_remove("NO_COLOR").env("PATH", path).env("AGENTCTL_HOME", h.path());
         assert!(new.status().unwrap().success(), "tmux could not start");
         t.keys(&["PS1='$ '; clear", "Enter"]);
         wait_until(Duration::from_secs(20), "a clear screen with the prompt", || t.pane().trim() == "$");
@@ -41,7 +46,8 @@ impl Tmux {
     }
 
     fn pane(&self) -> String {
-        let out = self.command().args(["capture-pane", "-p"]).output().unwrap();
+        // Wrapped rows joined (-J), as they were written.
+        let out = self.command().args(["capture-pane", "-pJ"]).output().unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
@@ -86,11 +92,11 @@ fn top_shows_the_tasks_and_their_output_halts_one_and_gives_the_terminal_back() 
     wait_until(Duration::from_secs(20), "the question", || h.status(&asking)["pending_question"].is_object());
 
     let tmux = Tmux::start(&h);
-    let line = format!("{BIN} --home {} top", h.path().display());
-    tmux.keys(&["-l", &line]);
+    let line = "agentctl top";
+    tmux.keys(&["-l", line]);
     let before = tmux.wait_for("the command line", " top");
     tmux.keys(&["Enter"]);
-    let pane = tmux.wait_for("the view", "agentctl top");
+    let pane = tmux.wait_for("the view", " running · ");
     assert!(pane.contains("2 running") && pane.contains("3 ended"), "{pane}");
     assert!(pane.contains(&running) && pane.contains("ASKS: Which branch?"), "{pane}");
     // The running task is selected first: its output shows under the table as it comes.
@@ -107,7 +113,7 @@ fn top_shows_the_tasks_and_their_output_halts_one_and_gives_the_terminal_back() 
     tmux.wait_for("the halt's notice", &format!("task {running} cancelled"));
 
     tmux.keys(&["q"]);
-    let after = tmux.wait_for("the prompt again", &format!("{line}\n$"));
+    let after = tmux.wait_for("the prompt again", &format!("$ {line}\n$"));
     // The screen as it was before, with only the next prompt added; the cursor shown.
     let lines = |s: &str| s.lines().map(str::trim_end).filter(|l| !l.is_empty()).map(str::to_owned).collect::<Vec<_>>();
     let (before, after) = (lines(&before), lines(&after));

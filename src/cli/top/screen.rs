@@ -18,19 +18,25 @@ use super::app::{Action, App, Mode};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, ListFilter, PageRequest, Watch, Window};
 use crate::store::Store;
+use crate::task::Status;
 
-/// The most tasks the view loads.
-const MOST_TASKS: usize = 500;
+/// The most ended tasks the view loads (every open one is loaded).
+const MOST_ENDED: usize = 500;
 /// Lines of output read for the table's pane, and for the log view.
 const PANE_LINES: u64 = 100;
-const LOG_LINES: u64 = 2000;
-/// Changes closer together than this are shown together.
-const SETTLE: Duration = Duration::from_millis(30);
+const LOG_LINES: u64 = ops::MAX_PAGE_LINES;
+/// Changes closer together than this are shown together: an agent writing without pause
+/// costs a redraw per `SETTLE`, not one per write.
+const SETTLE: Duration = Duration::from_millis(50);
 
 /// Run the live view of `store` until the user quits.
 pub async fn run(store: &Store) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
         return Err(Error::Usage("top needs a terminal; `agentctl list` prints the tasks".into()));
+    }
+    let mut signals = Vec::new();
+    for kind in [SignalKind::terminate(), SignalKind::hangup(), SignalKind::interrupt(), SignalKind::quit()] {
+        signals.push(signal(kind).ctx(|| "cannot watch the signals that end the view".into())?);
     }
     let mut screen = Screen::enter()?;
     let mut app = App::new(store.home().display().to_string());
@@ -39,21 +45,41 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
     let mut home = Watch::home(store).ok();
     let mut log: Option<Watch> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
-    let mut term = signal(SignalKind::terminate()).ctx(|| "cannot watch SIGTERM".into())?;
-    let mut hup = signal(SignalKind::hangup()).ctx(|| "cannot watch SIGHUP".into())?;
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut selected_log = None;
+    // What to read again before the next drawing.
+    let (mut tasks_stale, mut log_stale) = (true, true);
     loop {
-        // What changed is read again: the tasks, and the selected one's output.
-        if app.set_tasks(load(store)) || app.selected().map(|t| t.log_path.clone()) != selected_log {
+        if tasks_stale {
+            match load(store) {
+                Ok(tasks) => {
+                    log_stale |= app.set_tasks(tasks);
+                }
+                Err(e) => app.notice = Some(format!("cannot read the tasks: {e}")),
+            }
+        }
+        if app.selected().map(|t| t.log_path.clone()) != selected_log {
             selected_log = app.selected().map(|t| t.log_path.clone());
             log = selected_log.as_deref().and_then(|p| Watch::file(p).ok());
+            log_stale = true;
         }
-        app.log = read_log(store, &app);
+        if log_stale {
+            app.log = read_log(&app);
+        }
+        (tasks_stale, log_stale) = (false, false);
         screen.terminal.draw(|f| super::ui::draw(f, &app)).ctx(|| "cannot draw".into())?;
+        let ended = async {
+            let waits = signals.iter_mut().map(|s| Box::pin(s.recv()));
+            futures_util::future::select_all(waits).await;
+        };
         tokio::select! {
             event = keys.next() => match event {
                 Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
-                    match app.key(k) {
+                    let mode = app.mode.clone();
+                    let action = app.key(k);
+                    // The log view reads more of the output than the pane.
+                    log_stale |= matches!(action, Action::Selected) || mode != app.mode;
+                    match action {
                         Action::Quit => break,
                         Action::Halt(token) => {
                             app.notice = Some(format!("halting {token}…"));
@@ -71,6 +97,7 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
                                 Ok(q) => format!("answered {}: {answer}", q.id),
                                 Err(e) => format!("cannot answer: {e}"),
                             });
+                            tasks_stale = true;
                         }
                         Action::Selected | Action::None => {}
                     }
@@ -79,32 +106,43 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
                 // The terminal is gone.
                 None | Some(Err(_)) => break,
             },
-            () = changed(&mut home) => tokio::time::sleep(SETTLE).await,
-            () = changed(&mut log) => tokio::time::sleep(SETTLE).await,
-            Some(n) = noticed.recv() => app.notice = Some(n),
-            _ = tick.tick() => {}
-            _ = term.recv() => break,
-            _ = hup.recv() => break,
+            () = changed(&mut home) => {
+                tokio::time::sleep(SETTLE).await;
+                (tasks_stale, log_stale) = (true, true);
+            }
+            () = changed(&mut log) => {
+                tokio::time::sleep(SETTLE).await;
+                log_stale = true;
+            }
+            Some(n) = noticed.recv() => {
+                app.notice = Some(n);
+                tasks_stale = true;
+            }
+            _ = tick.tick() => tasks_stale = true,
+            () = ended => break,
         }
     }
     screen.leave();
     Ok(ExitCode::SUCCESS)
 }
 
-/// The tasks of the home, at most `MOST_TASKS` of the newest.
-fn load(store: &Store) -> Vec<ops::TaskView> {
-    let filter = ListFilter { limit: Some(MOST_TASKS), ..ListFilter::default() };
-    let mut tasks = ops::list(store, &filter).map(|l| l.tasks).unwrap_or_default();
-    let _ = ops::placed(store, &mut tasks);
-    tasks
+/// Every open task of the home, and the newest `MOST_ENDED` ended ones, newest first.
+fn load(store: &Store) -> Result<Vec<ops::TaskView>> {
+    let mut tasks = ops::list(store, &ListFilter { limit: Some(MOST_ENDED), ..ListFilter::default() })?.tasks;
+    for status in [Status::Starting, Status::Running, Status::Queued] {
+        let open = ops::list(store, &ListFilter { status: Some(status), ..ListFilter::default() })?.tasks;
+        tasks.extend(open.into_iter().filter(|t| !tasks.iter().any(|s| s.token == t.token)).collect::<Vec<_>>());
+    }
+    ops::placed(store, &mut tasks)?;
+    Ok(tasks)
 }
 
 /// The selected task's last lines: enough for the pane, or for the log view.
-fn read_log(store: &Store, app: &App) -> Vec<String> {
+fn read_log(app: &App) -> Vec<String> {
     let Some(t) = app.selected() else { return Vec::new() };
     let lines = if matches!(app.mode, Mode::Log { .. }) { LOG_LINES } else { PANE_LINES };
-    let req = PageRequest { window: Window::Tail(lines), raw: false, summary: false, max_bytes: 1 << 20 };
-    ops::log_page(store, t.token, req).map(|p| p.lines).unwrap_or_default()
+    let req = PageRequest { window: Window::Tail(lines), raw: false, summary: false, max_bytes: 4 << 20 };
+    ops::page_of(t, req).map(|p| p.lines).unwrap_or_default()
 }
 
 /// The next change a watch sees; never, without one (the tick reloads then).
@@ -119,32 +157,44 @@ async fn changed(watch: &mut Option<Watch>) {
 }
 
 /// The terminal in raw mode on the alternate screen, given back as it was on drop, or if the
-/// process panics meanwhile.
+/// process panics meanwhile. stderr goes to /dev/null meanwhile: a warning written there
+/// would land in the middle of the view.
 struct Screen {
     terminal: Terminal<CrosstermBackend<Stdout>>,
     left: bool,
+    /// stderr as it was.
+    stderr: Option<std::os::fd::OwnedFd>,
 }
 
 impl Screen {
     fn enter() -> Result<Screen> {
+        let terminal =
+            Terminal::new(CrosstermBackend::new(std::io::stdout())).ctx(|| "cannot draw on the terminal".into())?;
         terminal::enable_raw_mode().ctx(|| "cannot put the terminal in raw mode".into())?;
+        // From here on, whatever happens gives the terminal back.
+        let mut screen = Screen { terminal, left: false, stderr: None };
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             restore();
             hook(info);
         }));
-        let mut out = std::io::stdout();
-        if let Err(e) = execute!(out, terminal::EnterAlternateScreen, cursor::Hide) {
-            restore();
-            return Err(e).ctx(|| "cannot take over the terminal".into());
+        execute!(std::io::stdout(), terminal::EnterAlternateScreen, cursor::Hide)
+            .ctx(|| "cannot take over the terminal".into())?;
+        if let (Ok(saved), Ok(null)) =
+            (rustix::io::dup(std::io::stderr()), std::fs::File::options().write(true).open("/dev/null"))
+        {
+            let _ = nix::unistd::dup2_stderr(null);
+            screen.stderr = Some(saved);
         }
-        let terminal = Terminal::new(CrosstermBackend::new(out)).ctx(|| "cannot draw on the terminal".into())?;
-        Ok(Screen { terminal, left: false })
+        Ok(screen)
     }
 
     fn leave(&mut self) {
         if !self.left {
             self.left = true;
+            if let Some(saved) = self.stderr.take() {
+                let _ = nix::unistd::dup2_stderr(saved);
+            }
             restore();
         }
     }
