@@ -11,7 +11,10 @@ use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
+use crate::task::{
+    Backend, BackendKind, PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration,
+    unix_ms,
+};
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
 /// further to fit a terminal.
@@ -126,11 +129,19 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         token: "000000",
     })?;
     let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
-    let Some(program) = find_program(&probe[0], &cwd, &path_var) else {
-        return Err(Error::LaunchFailed(format!(
-            "command `{}` was not found or is not executable; {source}",
-            probe[0]
-        )));
+    // A Slurm job's agent runs on a node of the cluster: here, srun must be found.
+    let (local, slurm) = match template.backend {
+        BackendKind::Local => (probe[0].as_str(), None),
+        BackendKind::Slurm => ("srun", Some(template.slurm.clone().unwrap_or_default())),
+    };
+    let Some(program) = find_program(local, &cwd, &path_var) else {
+        return Err(Error::LaunchFailed(match slurm {
+            None => format!("command `{local}` was not found or is not executable; {source}"),
+            Some(_) => format!(
+                "{place} runs its agent on Slurm (backend = \"slurm\"), and `srun` was not found on PATH; install \
+                 Slurm's client commands (slurm-client), or set backend = \"local\""
+            ),
+        }));
     };
 
     // Everything is checked: only now is anything created.
@@ -165,6 +176,17 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             }
             None => (None, cwd.clone()),
         };
+        // In its worktree, if it has one.
+        let job_name = format!("agentctl-{token}");
+        let (argv, backend) = match &slurm {
+            None => (argv, Backend::Local),
+            Some(s) => {
+                let srun = program.to_string_lossy();
+                let dir = cwd.to_string_lossy();
+                let deadline_ms = deadline.map(|d| d.as_millis() as u64);
+                (s.srun_argv(&srun, &job_name, &dir, deadline_ms, &argv), Backend::Slurm { job_name })
+            }
+        };
         let spec = TaskSpec {
             argv,
             program: Some(program.clone()),
@@ -177,6 +199,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             worktree,
             pool: pool.clone(),
             limits: limits.clone(),
+            backend,
         };
         let rec = TaskRecord {
             token,
@@ -193,6 +216,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             run_start: 0,
             changes: None,
             containment: None,
+            slurm_job: None,
         };
         Ok((rec, spec))
     };

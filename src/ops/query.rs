@@ -19,6 +19,7 @@ pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     let rec = refresh(store, token)?;
     let mut v = TaskView::of(store, &rec, true)?;
     v.containment = rec.containment.clone();
+    v.slurm = rec.slurm_job.map(crate::supervisor::slurm::describe);
     if rec.status() == Status::Running
         && let Some(u) = reach::usage(rec.containment.as_ref(), store.supervisor_id(token))
     {

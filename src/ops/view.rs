@@ -48,6 +48,9 @@ pub struct TaskView {
     /// What it changed in its worktree, once it ended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
+    /// The Slurm job its agent runs in, as Slurm says now (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm: Option<crate::task::SlurmJob>,
     /// The pool of an open task, and its place in the pool's line while it waits (1 is next):
     /// filled in by the live view (`ops::placed`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -155,6 +158,7 @@ impl TaskView {
             worktree_bytes: None,
             worktree,
             changes: rec.changes.clone(),
+            slurm: None,
             pool: None,
             queue_place: None,
             containment: None,
@@ -203,6 +207,9 @@ impl TaskView {
         }
         if let Some(c) = &self.changes {
             out.push_str(&format!("changes: {}\n", c.line()));
+        }
+        if let Some(job) = &self.slurm {
+            out.push_str(&format!("slurm: {job}\n"));
         }
         if let Some(c) = &self.containment {
             let mut line = match c {

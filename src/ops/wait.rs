@@ -69,6 +69,14 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         (None, None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
+    // A Slurm job is ended by its id, which no other job ever has.
+    let note = match store.slurm_job(token) {
+        Some(job) => {
+            crate::supervisor::slurm::cancel(job);
+            format!("{note}; its Slurm job {job} was cancelled")
+        }
+        None => note,
+    };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {
         // A home we may read but not write (read-only, say): the answer is still `lost`.
         let Some(ended) = rec.ended.as_mut() else { return Err(e) };

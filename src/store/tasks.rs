@@ -143,6 +143,11 @@ impl Store {
         TaskCgroup::parse(&self.lock_text(t)?)
     }
 
+    /// The Slurm job of task `t`, as its supervisor wrote in the task's lock file.
+    pub fn slurm_job(&self, t: Token) -> Option<u64> {
+        self.lock_text(t)?.lines().find_map(|l| l.strip_prefix("slurm-job ")?.trim().parse().ok())
+    }
+
     fn lock_text(&self, t: Token) -> Option<String> {
         let bytes = files::read(&self.lock_path(t), 16 * 1024).ok()?;
         Some(String::from_utf8_lossy(&bytes).into_owned())

@@ -9,6 +9,7 @@ mod logwatch;
 mod queue;
 pub mod reach;
 mod run;
+pub mod slurm;
 mod spawn;
 mod unix;
 

@@ -21,6 +21,7 @@ use super::launch::{LOCK_FD, report, started_report};
 use super::logwatch::LogWatch;
 use super::queue::{Waited, wait_for_place};
 use super::reach::own_id;
+use super::slurm;
 use super::spawn::spawn_agent;
 use super::unix::{
     close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
@@ -28,8 +29,11 @@ use super::unix::{
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::task::{
-    Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, TaskCgroup, TaskRecord, TaskSpec, Token, unix_ms,
+    Backend, Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, TaskCgroup, TaskRecord, TaskSpec, Token, unix_ms,
 };
+
+/// How long Slurm may take to list a job srun submitted.
+const SLURM_LISTS_IN: Duration = Duration::from_secs(10);
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
@@ -96,6 +100,8 @@ struct Supervisor {
     child: Pid,
     /// The task's own cgroup; none: its process group and our subreaping hold it together.
     contained: Option<Contained>,
+    /// Its Slurm job was cancelled (once is enough).
+    slurm_cancelled: bool,
     deadline: Option<Instant>,
     stop: Option<StopReason>,
     note: Option<String>,
@@ -236,6 +242,16 @@ impl Supervisor {
         if let Ok(null) = File::options().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(null);
         }
+        if let Backend::Slurm { job_name } = &spec.backend {
+            // Its job, for a halt, `status` and the lost path (in the lock file for the latter).
+            rec.slurm_job = slurm::job_id(job_name, SLURM_LISTS_IN);
+            if let Some(job) = rec.slurm_job {
+                let id_line = id.map_or("\n".to_owned(), |id| id.to_line());
+                let cg = contained.as_ref().map_or(String::new(), |c| c.made.cgroup.to_lines());
+                let _ = rustix::io::pwrite(&lock, format!("{id_line}{cg}slurm-job {job}\n").as_bytes(), 0);
+                store.write_record(&rec)?;
+            }
+        }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         Ok(Some(Supervisor {
             store,
@@ -245,6 +261,7 @@ impl Supervisor {
             clients,
             child,
             contained,
+            slurm_cancelled: false,
             deadline,
             stop: None,
             note: stayed,
@@ -498,6 +515,13 @@ impl Supervisor {
         self.stop.get_or_insert(why);
         let kill_at = Instant::now() + grace;
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
+        if let Some(job) = self.rec.slurm_job {
+            // The agent's processes are the job's, on its node: Slurm signals them. (srun,
+            // signalled here, would cancel the step at once, without a grace.)
+            slurm::signal(job, "CONT");
+            slurm::signal(job, "TERM");
+            return;
+        }
         signal_group(self.child, Signal::SIGTERM);
         signal_group(self.child, Signal::SIGCONT);
         match self.cgroup() {
@@ -536,6 +560,10 @@ impl Supervisor {
     /// until we reap them.
     fn kill_all(&mut self) {
         self.killed = true;
+        if let Some(job) = self.rec.slurm_job.filter(|_| !self.slurm_cancelled) {
+            self.slurm_cancelled = true;
+            slurm::cancel(job);
+        }
         if let Some(cg) = self.cgroup() {
             cgroup::kill(cg);
         }

@@ -1,5 +1,6 @@
 //! The pure domain: validated names, what a task is asked to run, and the states it goes through.
 
+mod backend;
 mod containment;
 mod duration;
 mod event;
@@ -12,6 +13,7 @@ mod spec;
 mod template;
 mod token;
 
+pub use backend::{Backend, BackendKind, SlurmJob, SlurmSettings};
 pub use containment::{Bytes, Containment, Limits, TaskCgroup};
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};

@@ -44,6 +44,9 @@ pub struct TaskRecord {
     /// earlier releases, which had process groups only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub containment: Option<Containment>,
+    /// The Slurm job its agent runs in (`backend = "slurm"`), once Slurm listed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_job: Option<u64>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -155,6 +158,7 @@ mod tests {
             run_start: 0,
             changes: None,
             containment: None,
+            slurm_job: None,
         }
     }
 

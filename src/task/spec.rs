@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Limits, ResultFrom, RetryPolicy};
+use super::{Backend, Limits, ResultFrom, RetryPolicy};
 use crate::worktree::Worktree;
 
 /// The command, directory, extra environment and limits of one task.
@@ -40,6 +40,9 @@ pub struct TaskSpec {
     /// Its resource limits (its template's over its pool's), set on its cgroup.
     #[serde(default, skip_serializing_if = "Limits::is_empty")]
     pub limits: Limits,
+    /// Where its agent runs (`argv` starts with `srun` for a Slurm job).
+    #[serde(default)]
+    pub backend: Backend,
 }
 
 /// A task's pool, and the agents file whose `[pools]` says its limit (read again whenever the

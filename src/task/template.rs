@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Bytes, Limits, RetryOn, RetryPolicy};
+use super::{BackendKind, Bytes, Limits, RetryOn, RetryPolicy, SlurmSettings};
 use crate::error::Error;
 
 /// The longest single argv element Linux accepts (MAX_ARG_STRLEN, 32 pages, less the NUL).
@@ -40,6 +40,10 @@ pub struct Template {
     pub cpus: Option<f64>,
     /// How many processes they may be at once, over its pool's.
     pub pids: Option<u64>,
+    /// Where the agent runs: `local` (here), or `slurm` (a job step, with `[….slurm]`'s options).
+    #[serde(default)]
+    pub backend: BackendKind,
+    pub slurm: Option<SlurmSettings>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.

@@ -181,3 +181,20 @@ fn a_misspelled_placeholder_is_refused_naming_the_known_ones() {
     let r = h.run(&["ask", "w", "hi"], 2);
     assert!(r.stderr.contains("would be the text {question}, not its value"), "{}", r.stderr);
 }
+
+#[test]
+fn a_slurm_role_without_srun_is_refused_saying_what_to_install() {
+    let h = Home::new();
+    std::fs::create_dir_all(h.path()).unwrap();
+    std::fs::write(
+        h.path().join("agents.toml"),
+        "[agents.w]\ncommand = [\"true\"]\nbackend = \"slurm\"\nenv = { PATH = \"/nonexistent\" }\n",
+    )
+    .unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("`srun` was not found on PATH") && r.stderr.contains("slurm-client"), "{}", r.stderr);
+    std::fs::write(h.path().join("agents.toml"), "[agents.w]\ncommand = [\"true\"]\nbackend = \"kubernetes\"\n").unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("unknown variant `kubernetes`") && r.stderr.contains("slurm"), "{}", r.stderr);
+    assert!(!h.path().join("tasks").exists());
+}

@@ -35,6 +35,7 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         worktree: None,
         worktree_bytes: None,
         changes: None,
+        slurm: None,
         pool: (!status.is_final()).then(|| "default".into()),
         queue_place: None,
         containment: None,
