@@ -193,7 +193,8 @@ fn a_slurm_role_without_srun_is_refused_saying_what_to_install() {
     .unwrap();
     let r = h.run(&["ask", "w", "hi"], 2);
     assert!(r.stderr.contains("`srun` was not found on PATH") && r.stderr.contains("slurm-client"), "{}", r.stderr);
-    std::fs::write(h.path().join("agents.toml"), "[agents.w]\ncommand = [\"true\"]\nbackend = \"kubernetes\"\n").unwrap();
+    std::fs::write(h.path().join("agents.toml"), "[agents.w]\ncommand = [\"true\"]\nbackend = \"kubernetes\"\n")
+        .unwrap();
     let r = h.run(&["ask", "w", "hi"], 2);
     assert!(r.stderr.contains("unknown variant `kubernetes`") && r.stderr.contains("slurm"), "{}", r.stderr);
     assert!(!h.path().join("tasks").exists());
