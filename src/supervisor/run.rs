@@ -244,7 +244,11 @@ impl Supervisor {
         }
         if let Backend::Slurm { job_name } = &spec.backend {
             // Its job, for a halt, `status` and the lost path (in the lock file for the latter).
-            rec.slurm_job = slurm::job_id(job_name, SLURM_LISTS_IN);
+            let srun_runs = || {
+                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+                matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
+            };
+            rec.slurm_job = slurm::job_id(job_name, SLURM_LISTS_IN, srun_runs);
             if let Some(job) = rec.slurm_job {
                 let id_line = id.map_or("\n".to_owned(), |id| id.to_line());
                 let cg = contained.as_ref().map_or(String::new(), |c| c.made.cgroup.to_lines());

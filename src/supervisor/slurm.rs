@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use crate::task::SlurmJob;
 
 /// The id of the job named `name`, once Slurm lists it (srun submits it as it starts); `None`
-/// after `limit`.
-pub fn job_id(name: &str, limit: Duration) -> Option<u64> {
+/// after `limit`, or once `submitting` says srun gave up (it exited).
+pub fn job_id(name: &str, limit: Duration, submitting: impl Fn() -> bool) -> Option<u64> {
     let end = Instant::now() + limit;
     loop {
         let out = quiet(Command::new("squeue").args(["--noheader", "--name", name, "--format=%i"])).output().ok()?;
         if let Some(id) = String::from_utf8_lossy(&out.stdout).lines().find_map(|l| l.trim().parse().ok()) {
             return Some(id);
         }
-        if Instant::now() >= end {
+        if Instant::now() >= end || !submitting() {
             return None;
         }
         std::thread::sleep(Duration::from_millis(50));

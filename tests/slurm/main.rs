@@ -103,3 +103,19 @@ fn a_killed_supervisors_job_is_cancelled_by_the_next_status() {
     // Slurm lets its processes go (SIGTERM, SIGKILL after its KillWait), then forgets it.
     wait_until(Duration::from_secs(60), "the job to leave squeue", || squeue(job).is_empty());
 }
+
+#[test]
+fn a_job_slurm_refuses_fails_the_task_with_slurms_words() {
+    let h = home();
+    let toml = std::fs::read_to_string(h.path().join("agents.toml")).unwrap();
+    let bad =
+        "[agents.nowhere]\ncommand = [\"true\"]\nbackend = \"slurm\"\n[agents.nowhere.slurm]\npartition = \"nope\"\n";
+    std::fs::write(h.path().join("agents.toml"), format!("{toml}\n{bad}")).unwrap();
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "ask", "nowhere", "x", "--sync"], 1).json();
+    assert_eq!(v["status"], "failed", "{v}");
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("srun: error") && log.contains("partition"), "{log}");
+    // Not held up looking for a job that was never made (a hang guard, not a figure).
+    assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
+}
