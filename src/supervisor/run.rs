@@ -520,6 +520,12 @@ impl Supervisor {
         let kill_at = Instant::now() + grace;
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
         if let Some(job) = self.rec.slurm_job {
+            if slurm::describe(job).state == "PENDING" {
+                // Nothing of it runs yet: nothing needs a grace.
+                self.slurm_cancelled = true;
+                slurm::cancel(job);
+                return;
+            }
             // The agent's processes are the job's, on its node: Slurm signals them. (srun,
             // signalled here, would cancel the step at once, without a grace.)
             slurm::signal(job, "CONT");

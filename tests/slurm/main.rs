@@ -119,3 +119,28 @@ fn a_job_slurm_refuses_fails_the_task_with_slurms_words() {
     // Not held up looking for a job that was never made (a hang guard, not a figure).
     assert!(t0.elapsed() < Duration::from_secs(8), "{:?}", t0.elapsed());
 }
+
+#[test]
+fn a_halt_of_a_job_slurm_holds_pending_cancels_it_at_once() {
+    let h = home();
+    // More CPUs than the node has: Slurm holds it (it does not refuse a job it could run once
+    // others end).
+    let cpus: u32 = String::from_utf8(Command::new("nproc").output().unwrap().stdout).unwrap().trim().parse().unwrap();
+    let toml = std::fs::read_to_string(h.path().join("agents.toml")).unwrap();
+    let big = format!(
+        "[agents.big]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.big.slurm]\ncpus = {cpus}\n"
+    );
+    std::fs::write(h.path().join("agents.toml"), format!("{toml}\n{big}")).unwrap();
+    let first = h.run(&["--json", "ask", "big", "one", "--async"], 0).json()["token"].as_str().unwrap().to_owned();
+    wait_until(Duration::from_secs(30), "the first to run", || h.status(&first)["slurm"]["state"] == "RUNNING");
+    let second = h.run(&["--json", "ask", "big", "two", "--async"], 0).json()["token"].as_str().unwrap().to_owned();
+    wait_until(Duration::from_secs(30), "the second to wait", || h.status(&second)["slurm"]["state"] == "PENDING");
+    let job = h.status(&second)["slurm"]["job_id"].as_u64().unwrap();
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "halt", &second, "--grace", "30s"], 0).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    // At once, not after the 30 s grace (a loose guard well under it).
+    assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
+    wait_until(Duration::from_secs(30), "the job to leave squeue", || squeue(job).is_empty());
+    h.run(&["halt", &first, "--grace", "1s"], 0);
+}
