@@ -29,7 +29,8 @@ use super::unix::{
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::task::{
-    Backend, Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, TaskCgroup, TaskRecord, TaskSpec, Token, unix_ms,
+    Backend, Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, SupervisorId, TaskCgroup, TaskRecord, TaskSpec,
+    Token, unix_ms,
 };
 
 /// How long Slurm may take to list a job srun submitted.
@@ -128,9 +129,7 @@ impl Supervisor {
         // Who we are, in the lock file, before any process of the task exists: whoever finds us
         // dead (or stopped) can then find the task's processes, however early that happens.
         let id = own_id();
-        if let Some(id) = id {
-            let _ = rustix::io::pwrite(&lock, id.to_line().as_bytes(), 0);
-        }
+        mark_lock(&lock, id, None, None);
         raise_fd_limit();
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
         // Started by an agent: out of its task's cgroup, as its own task is not part of that one
@@ -195,8 +194,7 @@ impl Supervisor {
         let (containment, contained) = match cgroup::create(token, std::process::id(), &spec.limits) {
             Ok(made) => {
                 // Beside our id in the lock file: whoever finds us dead ends the task through it.
-                let id_line = id.map_or("\n".to_owned(), |id| id.to_line());
-                let _ = rustix::io::pwrite(&lock, format!("{id_line}{}", made.cgroup.to_lines()).as_bytes(), 0);
+                mark_lock(&lock, id, Some(&made.cgroup), None);
                 let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
                 let events = cgroup::Events::open(&made.cgroup);
                 (containment, Some(Contained { since: cgroup::counters(&made.cgroup), made, events }))
@@ -249,10 +247,8 @@ impl Supervisor {
                 matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
             };
             rec.slurm_job = slurm::job_id(job_name, SLURM_LISTS_IN, srun_runs);
-            if let Some(job) = rec.slurm_job {
-                let id_line = id.map_or("\n".to_owned(), |id| id.to_line());
-                let cg = contained.as_ref().map_or(String::new(), |c| c.made.cgroup.to_lines());
-                let _ = rustix::io::pwrite(&lock, format!("{id_line}{cg}slurm-job {job}\n").as_bytes(), 0);
+            if rec.slurm_job.is_some() {
+                mark_lock(&lock, id, contained.as_ref().map(|c| &c.made.cgroup), rec.slurm_job);
                 store.write_record(&rec)?;
             }
         }
@@ -665,6 +661,18 @@ impl Supervisor {
                 self.clients.answer(|want| want == Some(Request::Wait));
             }
         }
+    }
+}
+
+/// Write into the task's lock file what whoever finds this supervisor dead needs: its id, the
+/// task's cgroup and Slurm job, as far as they exist yet (each write holds more than the last,
+/// so none leaves a tail of an earlier one).
+fn mark_lock(lock: &OwnedFd, id: Option<SupervisorId>, cgroup: Option<&TaskCgroup>, slurm_job: Option<u64>) {
+    let mut text = id.map_or("\n".to_owned(), |id| id.to_line());
+    text.push_str(&cgroup.map(TaskCgroup::to_lines).unwrap_or_default());
+    text.extend(slurm_job.map(|job| format!("slurm-job {job}\n")));
+    if id.is_some() || cgroup.is_some() || slurm_job.is_some() {
+        let _ = rustix::io::pwrite(lock, text.as_bytes(), 0);
     }
 }
 
