@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::error::{Error, Result};
-use crate::task::{Bytes, Limits, Role, Template};
+use crate::task::{BackendKind, Bytes, Limits, Role, SlurmSettings, Template};
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -28,6 +28,10 @@ pub struct PoolSettings {
     pub memory: Option<Bytes>,
     pub cpus: Option<f64>,
     pub pids: Option<u64>,
+    /// Where its tasks' agents run, unless their template says: `local` or `slurm`.
+    pub backend: Option<BackendKind>,
+    /// The Slurm options of its tasks' jobs, under their template's own.
+    pub slurm: Option<SlurmSettings>,
 }
 
 fn default_parallel() -> u32 {
@@ -151,6 +155,13 @@ impl Agents {
     pub fn pool_limits(&self, pool: &str) -> Limits {
         let p = self.file.pools.get(pool);
         p.and_then(|p| Limits::from_settings(p.memory, p.cpus, p.pids, "").ok()).unwrap_or_default()
+    }
+
+    /// Where a task of `pool` whose template chose nothing runs its agent, and the Slurm options
+    /// its template's own go over.
+    pub fn pool_backend(&self, pool: &str) -> (Option<BackendKind>, SlurmSettings) {
+        let p = self.file.pools.get(pool);
+        (p.and_then(|p| p.backend), p.and_then(|p| p.slurm.clone()).unwrap_or_default())
     }
 
     /// How many tasks of `pool` run at once: its `parallel`, or (a pool no longer defined, or

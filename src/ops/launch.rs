@@ -104,6 +104,11 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let nested = super::events::enclosing_token().is_some();
     // Its limits hold in any case.
     let pool_limits = agents.pool_limits(&pool_name);
+    let (pool_backend, pool_slurm) = agents.pool_backend(&pool_name);
+    let chosen_by = match template.backend {
+        Some(_) => String::new(),
+        None => format!(" in [pools.{pool_name}]"),
+    };
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
         name: pool_name,
@@ -129,17 +134,18 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         token: "000000",
     })?;
     let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
-    // A Slurm job's agent runs on a node of the cluster: here, srun must be found.
-    let (local, slurm) = match template.backend {
+    // A Slurm job's agent runs on a node of the cluster: here, srun must be found. The
+    // template's choice, else its pool's (a nested task's too).
+    let (local, slurm) = match template.backend.or(pool_backend).unwrap_or_default() {
         BackendKind::Local => (probe[0].as_str(), None),
-        BackendKind::Slurm => ("srun", Some(template.slurm.clone().unwrap_or_default())),
+        BackendKind::Slurm => ("srun", Some(template.slurm.clone().unwrap_or_default().over(&pool_slurm))),
     };
     let Some(program) = find_program(local, &cwd, &path_var) else {
         return Err(Error::LaunchFailed(match slurm {
             None => format!("command `{local}` was not found or is not executable; {source}"),
             Some(_) => format!(
-                "{place} runs its agent on Slurm (backend = \"slurm\"), and `srun` was not found on PATH; install \
-                 Slurm's client commands (slurm-client), or set backend = \"local\""
+                "{place} runs its agent on Slurm (backend = \"slurm\"{chosen_by}), and `srun` was not found on PATH; \
+                 install Slurm's client commands (slurm-client), or set backend = \"local\""
             ),
         }));
     };
@@ -217,6 +223,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             changes: None,
             containment: None,
             slurm_job: None,
+            slurm_pending: None,
         };
         Ok((rec, spec))
     };
@@ -233,8 +240,12 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             crate::worktree::remove(wt, true);
         }
     })?;
-    // It has its place and runs (its supervisor's record says so too); `None`: it waits.
+    // It has its place and runs (its supervisor's record says so too), unless Slurm has yet to
+    // run its job; `None`: it waits for a place.
     rec.queued = rec.started.is_none() && rec.queued;
+    if rec.started.is_some() {
+        rec.slurm_pending = spec.backend.pending_at_start();
+    }
     Ok(rec)
 }
 

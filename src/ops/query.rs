@@ -16,10 +16,16 @@ use crate::task::{Role, Status, Token};
 
 /// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
-    let rec = refresh(store, token)?;
+    let mut rec = refresh(store, token)?;
+    let slurm = rec.slurm_job.map(crate::supervisor::slurm::describe);
+    // Slurm's word now over its supervisor's last look at a pending job (made less often as
+    // the wait grows).
+    if let Some(job) = slurm.as_ref().filter(|j| rec.ended.is_none() && !j.state.is_empty()) {
+        rec.slurm_pending = job.pending_reason();
+    }
     let mut v = TaskView::of(store, &rec, true)?;
     v.containment = rec.containment.clone();
-    v.slurm = rec.slurm_job.map(crate::supervisor::slurm::describe);
+    v.slurm = slurm;
     if rec.status() == Status::Running
         && let Some(u) = reach::usage(rec.containment.as_ref(), store.supervisor_id(token))
     {

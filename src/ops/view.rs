@@ -51,6 +51,10 @@ pub struct TaskView {
     /// The Slurm job its agent runs in, as Slurm says now (`status` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub slurm: Option<crate::task::SlurmJob>,
+    /// Why Slurm holds its job pending (`Resources`, `Priority`…), while it does (it is
+    /// `queued` then).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slurm_pending: Option<String>,
     /// The pool of an open task, and its place in the pool's line while it waits (1 is next):
     /// filled in by the live view (`ops::placed`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -115,7 +119,10 @@ impl TaskView {
             let last = read.as_ref().ok().cloned().flatten();
             note(read.map(drop));
             let mut line = progress_line(status, elapsed_ms, line_count, last.as_deref());
-            if status == Status::Queued {
+            if let (Status::Queued, Some(reason)) = (status, &rec.slurm_pending) {
+                let job = rec.slurm_job.map(|j| format!("job {j}")).unwrap_or_else(|| "its job".into());
+                line = format!("queued for {}: Slurm holds {job} pending ({reason})", human_duration(elapsed_ms));
+            } else if status == Status::Queued {
                 let pool = store.read_spec(rec.token).ok().and_then(|s| s.pool).map(|p| p.name);
                 let place = pool.as_deref().and_then(|p| store.queue_place(rec.token, p).ok().flatten());
                 line = match (pool, place) {
@@ -159,6 +166,7 @@ impl TaskView {
             worktree,
             changes: rec.changes.clone(),
             slurm: None,
+            slurm_pending: rec.slurm_pending.clone().filter(|_| status == Status::Queued),
             pool: None,
             queue_place: None,
             containment: None,

@@ -26,12 +26,15 @@ pub enum Claim {
     Waiting { place: usize, holders: Vec<Token>, ahead: Option<Token> },
 }
 
-/// The open tasks of pool `?1` that hold a place.
-const HOLDING: &str = "pool = ?1 AND ended_at_ms IS NULL AND status IN ('starting', 'running')";
+/// The open tasks of pool `?1` that hold a place: those given one (`starting`, `running`, or
+/// `queued` by Slurm, which holds their job pending).
+const HOLDING: &str = "pool = ?1 AND ended_at_ms IS NULL \
+                       AND (status IN ('starting', 'running') OR json_extract(record, '$.slurm_pending') IS NOT NULL)";
 
 /// The open tasks of pool `?1` in line for a place: queued, and not in a rate-limited run's
 /// back-off (which ends after `?2`, now).
 const IN_LINE: &str = "pool = ?1 AND ended_at_ms IS NULL AND status = 'queued' \
+                       AND json_extract(record, '$.slurm_pending') IS NULL \
                        AND coalesce(json_extract(record, '$.retry_at_ms'), 0) <= ?2";
 
 fn now_ms() -> i64 {

@@ -29,12 +29,20 @@ use super::unix::{
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::task::{
-    Backend, Containment, OUTPUT_WINDOW, Outcome, Started, StopReason, SupervisorId, TaskCgroup, TaskRecord, TaskSpec,
-    Token, unix_ms,
+    Backend, Containment, OUTPUT_WINDOW, Outcome, SlurmEnd, Started, StopReason, SupervisorId, TaskCgroup, TaskRecord,
+    TaskSpec, Token, unix_ms,
 };
 
 /// How long Slurm may take to list a job srun submitted.
 const SLURM_LISTS_IN: Duration = Duration::from_secs(10);
+/// How long a job whose step ended may stay `COMPLETING` (an epilog running) before its state
+/// is taken as it is.
+const SLURM_COMPLETES_IN: Duration = Duration::from_secs(2);
+/// How often Slurm is asked whether a pending job runs yet: at first, then half as often each
+/// time, down to `SLURM_LOOK_LAST` (each look is a query to the cluster's controller, whom a
+/// thousand pending tasks must not flood). Output from the agent is looked at sooner.
+const SLURM_LOOK_FIRST: Duration = Duration::from_secs(1);
+const SLURM_LOOK_LAST: Duration = Duration::from_secs(15);
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
@@ -103,6 +111,14 @@ struct Supervisor {
     contained: Option<Contained>,
     /// Its Slurm job was cancelled (once is enough).
     slurm_cancelled: bool,
+    /// While Slurm holds its job pending: when it is next asked again, and how long after the
+    /// last time that is.
+    slurm_look: Option<(Instant, Duration)>,
+    /// Who we are, as the lock file says.
+    id: Option<SupervisorId>,
+    /// The deadline waits for Slurm to run the job (as a pool's waits for a place): Slurm's
+    /// time limit counts from then too.
+    deadline_held: bool,
     deadline: Option<Instant>,
     stop: Option<StopReason>,
     note: Option<String>,
@@ -110,7 +126,7 @@ struct Supervisor {
     killed: bool,
     /// The log, counted as it grows so that its end costs no full read.
     log: LogWatch,
-    _lock: OwnedFd,
+    lock: OwnedFd,
 }
 
 impl Supervisor {
@@ -208,6 +224,7 @@ impl Supervisor {
             }
         };
         rec.containment = Some(containment);
+        rec.slurm_pending = spec.backend.pending_at_start();
         let log_path = store.log_path(&rec.role, rec.token);
         let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {
@@ -240,20 +257,8 @@ impl Supervisor {
         if let Ok(null) = File::options().write(true).open("/dev/null") {
             let _ = nix::unistd::dup2_stdout(null);
         }
-        if let Backend::Slurm { job_name } = &spec.backend {
-            // Its job, for a halt, `status` and the lost path (in the lock file for the latter).
-            let srun_runs = || {
-                let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-                matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
-            };
-            rec.slurm_job = slurm::job_id(job_name, SLURM_LISTS_IN, srun_runs);
-            if rec.slurm_job.is_some() {
-                mark_lock(&lock, id, contained.as_ref().map(|c| &c.made.cgroup), rec.slurm_job);
-                store.write_record(&rec)?;
-            }
-        }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
-        Ok(Some(Supervisor {
+        let mut sup = Supervisor {
             store,
             rec,
             spec,
@@ -262,14 +267,72 @@ impl Supervisor {
             child,
             contained,
             slurm_cancelled: false,
+            slurm_look: None,
+            id,
+            deadline_held: false,
             deadline,
             stop: None,
             note: stayed,
             kill_at: None,
             killed: false,
             log,
-            _lock: lock,
-        }))
+            lock,
+        };
+        sup.find_slurm_job();
+        Ok(Some(sup))
+    }
+
+    /// The Slurm job the agent's srun just submitted, for a halt, `status` and the lost path (in
+    /// the lock file for the latter); a pending one makes the task `queued` with Slurm's reason.
+    fn find_slurm_job(&mut self) {
+        let Backend::Slurm { job_name } = &self.spec.backend else { return };
+        let child = self.child;
+        let srun_runs = || {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
+        };
+        // A run after a rate-limited one submits a job of the same name: the earlier job, still
+        // completing, is not it.
+        let earlier = self.rec.slurm_job.take();
+        let job = slurm::find(job_name, SLURM_LISTS_IN, srun_runs, earlier);
+        self.rec.slurm_job = job.as_ref().map(|j| j.job_id);
+        self.rec.slurm_pending = job.as_ref().and_then(|j| j.pending_reason());
+        self.slurm_look =
+            self.rec.slurm_pending.as_ref().map(|_| (Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
+        // Only a first run's: a later one's deadline is the task's, already counting.
+        if self.rec.slurm_pending.is_some() && self.rec.retries == 0 && self.deadline.is_some() {
+            (self.deadline, self.deadline_held) = (None, true);
+        }
+        if self.rec.slurm_job.is_some() || earlier.is_some() {
+            mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
+            if let Err(e) = self.store.write_record(&self.rec) {
+                eprintln!("agentctl supervisor: cannot record the Slurm job: {e}");
+            }
+        }
+    }
+
+    /// Ask Slurm whether the pending job runs yet: its reason when it still waits (asked again
+    /// later), the task `running` when it does.
+    fn look_at_slurm_job(&mut self) {
+        let Some((_, every)) = self.slurm_look else { return };
+        let Some(id) = self.rec.slurm_job else { return };
+        let job = slurm::describe(id);
+        let pending = job.pending_reason();
+        self.slurm_look = pending.as_ref().map(|_| {
+            let next = (every * 2).min(SLURM_LOOK_LAST);
+            (Instant::now() + next, next)
+        });
+        if pending.is_none() && self.deadline_held {
+            // From when Slurm started it, which may be a while before this look.
+            let ran = job.started_s.map_or(0, |s| (unix_ms(SystemTime::now()) / 1000).saturating_sub(s));
+            let left =
+                Duration::from_millis(self.spec.deadline_ms.unwrap_or(0)).saturating_sub(Duration::from_secs(ran));
+            (self.deadline, self.deadline_held) = (Some(Instant::now() + left), false);
+        }
+        if pending != self.rec.slurm_pending {
+            self.rec.slurm_pending = pending;
+            let _ = self.store.write_record(&self.rec);
+        }
     }
 
     fn run(&mut self) {
@@ -285,6 +348,7 @@ impl Supervisor {
                 self.deadline.filter(|_| self.stop.is_none()),
                 self.log.due,
                 self.log.look_at,
+                self.slurm_look.map(|(at, _)| at),
             ];
             self.poll_once(wake.into_iter().flatten().min());
             self.on_timers();
@@ -380,6 +444,7 @@ impl Supervisor {
         };
         let _ = waitpid(self.child, None);
         self.child = pid;
+        self.rec.slurm_pending = self.spec.backend.pending_at_start();
         (self.killed, self.kill_at) = (false, None);
         self.rec.run_start = start;
         self.rec.retries = n;
@@ -387,6 +452,9 @@ impl Supervisor {
             started.pid = pid.as_raw();
         }
         let _ = self.store.write_record(&self.rec);
+        // A new run is a new job.
+        (self.slurm_cancelled, self.slurm_look) = (false, None);
+        self.find_slurm_job();
         true
     }
 
@@ -555,6 +623,13 @@ impl Supervisor {
         }
         if self.log.look_at.is_some_and(|t| now >= t) {
             self.log.look();
+            // Output while Slurm was said to hold the job pending: it runs.
+            if self.slurm_look.is_some() && self.log.size() > self.rec.run_start {
+                self.look_at_slurm_job();
+            }
+        }
+        if self.slurm_look.is_some_and(|(at, _)| now >= at) {
+            self.look_at_slurm_job();
         }
         if self.log.due.is_some_and(|d| now >= d) {
             self.log.publish();
@@ -590,6 +665,22 @@ impl Supervisor {
             }
         }
         let mut outcome = Outcome::from_exit(code, signal, self.stop);
+        // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
+        self.rec.slurm_pending = None;
+        if let (None, Some(id)) = (self.stop, self.rec.slurm_job) {
+            match slurm::ended(id, SLURM_COMPLETES_IN).end() {
+                Some(SlurmEnd::Expired(why)) => {
+                    outcome = Outcome::Expired { exit_code: code, signal };
+                    self.add_note(why);
+                }
+                Some(SlurmEnd::Cancelled(why)) => {
+                    outcome = Outcome::Cancelled { exit_code: code, signal };
+                    self.add_note(why);
+                }
+                Some(SlurmEnd::Failed(why)) => outcome = Outcome::Failed { exit_code: code, signal, error: Some(why) },
+                None => {}
+            }
+        }
         if let Some(c) = &self.contained {
             let mut reached = cgroup::limits_reached(&c.made.cgroup, &self.spec.limits, c.since).into_iter();
             // The first is why a failed task ended; the others, and those of a task that went
@@ -665,14 +756,17 @@ impl Supervisor {
 }
 
 /// Write into the task's lock file what whoever finds this supervisor dead needs: its id, the
-/// task's cgroup and Slurm job, as far as they exist yet (each write holds more than the last,
-/// so none leaves a tail of an earlier one).
+/// task's cgroup and Slurm job, as far as they exist yet (each write holds what the last did,
+/// and more, but for a later run's job).
 fn mark_lock(lock: &OwnedFd, id: Option<SupervisorId>, cgroup: Option<&TaskCgroup>, slurm_job: Option<u64>) {
     let mut text = id.map_or("\n".to_owned(), |id| id.to_line());
     text.push_str(&cgroup.map(TaskCgroup::to_lines).unwrap_or_default());
     text.extend(slurm_job.map(|job| format!("slurm-job {job}\n")));
     if id.is_some() || cgroup.is_some() || slurm_job.is_some() {
-        let _ = rustix::io::pwrite(lock, text.as_bytes(), 0);
+        // A later run's job replaces the earlier one's: nothing of a longer text is left after.
+        if rustix::io::pwrite(lock, text.as_bytes(), 0).is_ok() {
+            let _ = rustix::fs::ftruncate(lock, text.len() as u64);
+        }
     }
 }
 

@@ -44,7 +44,31 @@ pub enum Backend {
     Slurm { job_name: String },
 }
 
+impl Backend {
+    /// Why a task whose agent was just started waits, if it does: a Slurm job is pending until
+    /// Slurm says it runs (the task is `queued` meanwhile, not `running`).
+    pub fn pending_at_start(&self) -> Option<String> {
+        matches!(self, Backend::Slurm { .. }).then(|| NOT_SCHEDULED.to_owned())
+    }
+}
+
+/// A pending job's reason before Slurm has given one.
+const NOT_SCHEDULED: &str = "not scheduled yet";
+
 impl SlurmSettings {
+    /// These settings over `under`'s (a pool's): each one set here wins; the arguments of both
+    /// are given, `under`'s first (so that srun takes these where both set one option).
+    pub fn over(&self, under: &SlurmSettings) -> SlurmSettings {
+        SlurmSettings {
+            partition: self.partition.clone().or_else(|| under.partition.clone()),
+            account: self.account.clone().or_else(|| under.account.clone()),
+            cpus: self.cpus.or(under.cpus),
+            memory: self.memory.or(under.memory),
+            gpus: self.gpus.clone().or_else(|| under.gpus.clone()),
+            args: under.args.iter().chain(&self.args).cloned().collect(),
+        }
+    }
+
     /// The `srun` command line that runs `argv` as a job named `job_name` in `cwd`, with a
     /// time limit of `deadline_ms` (Slurm counts minutes: rounded up) when given.
     pub fn srun_argv(
@@ -90,6 +114,62 @@ pub struct SlurmJob {
     /// The node it runs on.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub node: String,
+    /// When it started running (seconds since the epoch).
+    #[serde(skip)]
+    pub started_s: Option<u64>,
+}
+
+/// How Slurm ended a job agentctl did not stop, where that is more than how its agent exited.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlurmEnd {
+    /// Its time limit (or `--deadline`) passed: the task is `expired`.
+    Expired(String),
+    /// Someone cancelled it outside agentctl (`scancel`): `cancelled`.
+    Cancelled(String),
+    /// Slurm took it away (its node failed, a job of higher priority preempted it, it ran out
+    /// of the memory it asked for): `failed`.
+    Failed(String),
+}
+
+impl SlurmJob {
+    /// Why Slurm holds the job pending (`Resources`, `Priority`…), while it does.
+    pub fn pending_reason(&self) -> Option<String> {
+        (self.state == "PENDING").then(|| match self.reason.as_str() {
+            "" | "None" => NOT_SCHEDULED.to_owned(),
+            r => r.to_owned(),
+        })
+    }
+
+    /// What this final state of the job means for its task, beyond its agent's exit; `None`
+    /// for a job that ended as its agent did (`COMPLETED`, `FAILED`: the exit code tells), or
+    /// one Slurm no longer knows.
+    pub fn end(&self) -> Option<SlurmEnd> {
+        let id = self.job_id;
+        let why = match self.reason.as_str() {
+            "" | "None" => String::new(),
+            r => format!(" ({r})"),
+        };
+        let node = if self.node.is_empty() { String::new() } else { format!(" {}", self.node) };
+        Some(match self.state.as_str() {
+            // Still completing (its processes being ended) after its time ran out.
+            "TIMEOUT" | "COMPLETING" if self.state == "TIMEOUT" || self.reason == "TimeLimit" => {
+                SlurmEnd::Expired(format!("Slurm ended job {id} at its time limit{why}"))
+            }
+            "DEADLINE" => SlurmEnd::Expired(format!("Slurm ended job {id} at its deadline{why}")),
+            "CANCELLED" => SlurmEnd::Cancelled(format!(
+                "its Slurm job {id} was cancelled outside agentctl (scancel, by a user or an administrator){why}"
+            )),
+            "NODE_FAIL" => SlurmEnd::Failed(format!("Slurm job {id} ended because its node{node} failed{why}")),
+            "BOOT_FAIL" => SlurmEnd::Failed(format!("Slurm job {id} ended because its node{node} failed to boot{why}")),
+            "PREEMPTED" => {
+                SlurmEnd::Failed(format!("Slurm preempted job {id}: a job of higher priority took its resources{why}"))
+            }
+            "OUT_OF_MEMORY" => {
+                SlurmEnd::Failed(format!("Slurm job {id} ran out of the memory it was given (`memory`, --mem){why}"))
+            }
+            _ => return None,
+        })
+    }
 }
 
 impl fmt::Display for SlurmJob {
@@ -143,7 +223,51 @@ mod tests {
                 "-p"
             ]
         );
-        let job = SlurmJob { job_id: 7, state: "PENDING".into(), reason: "Resources".into(), node: String::new() };
+        let job = SlurmJob { job_id: 7, state: "PENDING".into(), reason: "Resources".into(), ..SlurmJob::default() };
         assert_eq!(job.to_string(), "job 7 pending (Resources)");
+        assert_eq!(job.pending_reason().as_deref(), Some("Resources"));
+    }
+
+    #[test]
+    fn a_pool_gives_what_a_template_leaves_unset() {
+        let pool = SlurmSettings {
+            partition: Some("batch".into()),
+            cpus: Some(2),
+            args: vec!["--qos=low".into()],
+            ..SlurmSettings::default()
+        };
+        let template = SlurmSettings { cpus: Some(8), args: vec!["--qos=high".into()], ..SlurmSettings::default() };
+        let both = template.over(&pool);
+        assert_eq!(both.partition.as_deref(), Some("batch"));
+        assert_eq!(both.cpus, Some(8));
+        assert_eq!(both.args, ["--qos=low", "--qos=high"]);
+    }
+
+    #[test]
+    fn slurm_side_ends_map_to_statuses() {
+        let job = |state: &str, reason: &str| SlurmJob {
+            job_id: 9,
+            state: state.into(),
+            reason: reason.into(),
+            node: "n1".into(),
+            started_s: None,
+        };
+        assert_eq!(
+            job("TIMEOUT", "TimeLimit").end(),
+            Some(SlurmEnd::Expired("Slurm ended job 9 at its time limit (TimeLimit)".into()))
+        );
+        assert!(
+            matches!(job("CANCELLED", "None").end(), Some(SlurmEnd::Cancelled(n)) if n.contains("outside agentctl") && !n.contains("None"))
+        );
+        assert!(
+            matches!(job("NODE_FAIL", "NodeDown").end(), Some(SlurmEnd::Failed(n)) if n.contains("node n1 failed (NodeDown)"))
+        );
+        assert!(matches!(job("PREEMPTED", "").end(), Some(SlurmEnd::Failed(n)) if n.contains("preempted")));
+        assert!(matches!(job("COMPLETING", "TimeLimit").end(), Some(SlurmEnd::Expired(_))));
+        for ended_as_its_agent in ["COMPLETED", "FAILED", "COMPLETING", ""] {
+            assert_eq!(job(ended_as_its_agent, "NonZeroExitCode").end(), None, "{ended_as_its_agent}");
+        }
+        assert_eq!(job("PENDING", "None").pending_reason().as_deref(), Some("not scheduled yet"));
+        assert_eq!(job("RUNNING", "None").pending_reason(), None);
     }
 }

@@ -47,6 +47,10 @@ pub struct TaskRecord {
     /// The Slurm job its agent runs in (`backend = "slurm"`), once Slurm listed it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_job: Option<u64>,
+    /// Why Slurm holds its job pending (`Resources`, `Priority`…), while it does: the task is
+    /// `queued` then, with its pool's place taken.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slurm_pending: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -113,7 +117,7 @@ impl TaskRecord {
         match (&self.ended, &self.started) {
             (Some(e), _) => e.outcome.status(),
             // Waiting for a place: before its first run, or between two (a rate-limited run).
-            (None, _) if self.queued => Status::Queued,
+            (None, _) if self.queued || self.slurm_pending.is_some() => Status::Queued,
             (None, Some(_)) => Status::Running,
             (None, None) => Status::Starting,
         }
@@ -159,6 +163,7 @@ mod tests {
             changes: None,
             containment: None,
             slurm_job: None,
+            slurm_pending: None,
         }
     }
 

@@ -40,9 +40,9 @@ pub struct Template {
     pub cpus: Option<f64>,
     /// How many processes they may be at once, over its pool's.
     pub pids: Option<u64>,
-    /// Where the agent runs: `local` (here), or `slurm` (a job step, with `[….slurm]`'s options).
-    #[serde(default)]
-    pub backend: BackendKind,
+    /// Where the agent runs: `local` (here), or `slurm` (a job step, with `[….slurm]`'s options);
+    /// unset: its pool's choice, else `local`.
+    pub backend: Option<BackendKind>,
     pub slurm: Option<SlurmSettings>,
 }
 

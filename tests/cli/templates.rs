@@ -197,5 +197,17 @@ fn a_slurm_role_without_srun_is_refused_saying_what_to_install() {
         .unwrap();
     let r = h.run(&["ask", "w", "hi"], 2);
     assert!(r.stderr.contains("unknown variant `kubernetes`") && r.stderr.contains("slurm"), "{}", r.stderr);
+    // A pool's backend, for the templates that choose none.
+    std::fs::write(
+        h.path().join("agents.toml"),
+        "[pools.c]\nbackend = \"slurm\"\n[agents.w]\ncommand = [\"true\"]\npool = \"c\"\nenv = { PATH = \"/nonexistent\" }\n",
+    )
+    .unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("backend = \"slurm\" in [pools.c]") && r.stderr.contains("`srun`"), "{}", r.stderr);
+    std::fs::write(h.path().join("agents.toml"), "[pools.c]\nbackend = \"slurm\"\n[pools.c.slurm]\nqueue = \"x\"\n")
+        .unwrap();
+    let r = h.run(&["ask", "w", "hi"], 2);
+    assert!(r.stderr.contains("unknown field `queue`") && r.stderr.contains("partition"), "{}", r.stderr);
     assert!(!h.path().join("tasks").exists());
 }

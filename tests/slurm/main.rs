@@ -5,11 +5,49 @@
 #[path = "../cli/common.rs"]
 mod common;
 
+use std::ops::Deref;
 use std::process::Command;
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use common::{Home, alive, wait_until};
 use serde_json::Value;
+
+/// The node's CPUs: each test takes at most one at a time, but for those that take them all,
+/// which run alone.
+static NODE: RwLock<()> = RwLock::new(());
+
+enum Turn {
+    Shared(#[allow(dead_code, reason = "held")] RwLockReadGuard<'static, ()>),
+    Whole(#[allow(dead_code, reason = "held")] RwLockWriteGuard<'static, ()>),
+}
+
+/// A test's home on the cluster, with its turn on the node; whatever of it is still open at
+/// the end (a failed assertion, say) is halted, so that no job of it holds the node after.
+struct Cluster {
+    home: Home,
+    _turn: Turn,
+}
+
+impl Deref for Cluster {
+    type Target = Home;
+    fn deref(&self) -> &Home {
+        &self.home
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let open: Vec<String> = {
+            let db = self.home.db();
+            let mut stmt = db.prepare("SELECT token FROM tasks WHERE ended_at_ms IS NULL").unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+        };
+        for token in open {
+            let _ = self.home.cmd().args(["halt", &token, "--grace", "1s"]).output();
+        }
+    }
+}
 
 /// Fail (never skip) without a cluster, saying what is needed.
 fn cluster() {
@@ -24,12 +62,48 @@ fn cluster() {
 }
 
 /// A home whose roles run the same command here (`here`) and on the cluster (`there`), and a
-/// SIGTERM-trapping agent on the cluster (`trap`).
-fn home() -> Home {
+/// SIGTERM-trapping agent on the cluster (`trap`); with a CPU of the node.
+fn home() -> Cluster {
+    let turn = Turn::Shared(NODE.read().unwrap_or_else(|e| e.into_inner()));
+    Cluster { home: agents(), _turn: turn }
+}
+
+/// `home`, with the whole node.
+fn whole_node() -> Cluster {
+    let turn = Turn::Whole(NODE.write().unwrap_or_else(|e| e.into_inner()));
+    Cluster { home: agents(), _turn: turn }
+}
+
+/// An agent that answers its question.
+const ANSWER: &str = r#"["sh", "-c", "echo working on {question}; echo \"> the answer to {question}\""]"#;
+
+/// Add `toml` to the home's agents file.
+fn add_agents(h: &Home, toml: &str) {
+    let path = h.path().join("agents.toml");
+    let before = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(path, format!("{before}\n{toml}")).unwrap();
+}
+
+fn nproc() -> u32 {
+    String::from_utf8(Command::new("nproc").output().unwrap().stdout).unwrap().trim().parse().unwrap()
+}
+
+/// A started task's token.
+fn start(h: &Home, role: &str, question: &str) -> String {
+    h.run(&["--json", "ask", role, question, "--async"], 0).json()["token"].as_str().unwrap().to_owned()
+}
+
+/// Its Slurm job, once Slurm runs it.
+fn running_job(h: &Home, token: &str) -> u64 {
+    wait_until(Duration::from_secs(30), "the job to run", || h.status(token)["slurm"]["state"] == "RUNNING");
+    h.status(token)["slurm"]["job_id"].as_u64().unwrap()
+}
+
+fn agents() -> Home {
     cluster();
     let h = Home::new();
     std::fs::create_dir_all(h.path()).unwrap();
-    let answer = r#"["sh", "-c", "echo working on {question}; echo \"> the answer to {question}\""]"#;
+    let answer = ANSWER;
     let trap = format!(
         r#"["sh", "-c", "trap 'echo got TERM >> {}; exit 3' TERM; echo started; while :; do sleep 0.1; done"]"#,
         h.path().join("trapped").display()
@@ -122,7 +196,7 @@ fn a_job_slurm_refuses_fails_the_task_with_slurms_words() {
 
 #[test]
 fn a_halt_of_a_job_slurm_holds_pending_cancels_it_at_once() {
-    let h = home();
+    let h = whole_node();
     // More CPUs than the node has: Slurm holds it (it does not refuse a job it could run once
     // others end).
     let cpus: u32 = String::from_utf8(Command::new("nproc").output().unwrap().stdout).unwrap().trim().parse().unwrap();
@@ -143,4 +217,90 @@ fn a_halt_of_a_job_slurm_holds_pending_cancels_it_at_once() {
     assert!(t0.elapsed() < Duration::from_secs(15), "{:?}", t0.elapsed());
     wait_until(Duration::from_secs(30), "the job to leave squeue", || squeue(job).is_empty());
     h.run(&["halt", &first, "--grace", "1s"], 0);
+}
+
+#[test]
+fn a_job_slurm_holds_pending_is_queued_with_its_reason_keeps_its_pools_place_and_runs_later() {
+    let h = whole_node();
+    // The pool sends its tasks to the cluster; their template says nothing of it.
+    add_agents(
+        &h,
+        &format!(
+            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.hog.slurm]\ncpus = {}\n\n\
+             [agents.pooled]\ncommand = {ANSWER}\npool = \"cluster\"\n\n\
+             [pools.cluster]\nparallel = 1\nbackend = \"slurm\"\n[pools.cluster.slurm]\ncpus = 1\n\n\
+             [agents.late]\ncommand = [\"sh\", \"-c\", \"echo started; sleep 300\"]\nbackend = \"slurm\"\ntimeout = \"2s\"\n",
+            nproc()
+        ),
+    );
+    let hog = start(&h, "hog", "all of it");
+    running_job(&h, &hog);
+
+    let first = start(&h, "pooled", "first");
+    wait_until(Duration::from_secs(30), "Slurm to say why it waits", || {
+        h.status(&first)["slurm_pending"] == "Resources"
+    });
+    let st = h.status(&first);
+    assert_eq!((&st["status"], &st["slurm"]["state"]), (&"queued".into(), &"PENDING".into()), "{st}");
+    let job = st["slurm"]["job_id"].as_u64().unwrap();
+    let text = h.run(&["status", &first], 0).stdout;
+    assert!(text.contains(&format!("Slurm holds job {job} pending (Resources)")), "{text}");
+    // Pending on the cluster, it holds its place in the pool: the next one waits in line.
+    let second = start(&h, "pooled", "second");
+    let st = h.status(&second);
+    assert_eq!(st["status"], "queued", "{st}");
+    assert!(st.get("slurm").is_none() && st.get("slurm_pending").is_none(), "{st}");
+    assert!(st["summary"].as_str().unwrap().contains("place 1 in line for pool `cluster`"), "{st}");
+    let listed = h.run(&["--json", "list", "--status", "queued"], 0).stdout;
+    assert!(listed.contains(&first) && listed.contains(&second), "{listed}");
+    // A deadline counts from when Slurm runs the job, as Slurm's time limit does.
+    let late = start(&h, "late", "x");
+    wait_until(Duration::from_secs(60), "the late task to wait past its deadline", || {
+        let st = h.status(&late);
+        assert_eq!(st["status"], "queued", "{st}");
+        st["elapsed_ms"].as_u64() > Some(3_000)
+    });
+
+    h.run(&["halt", &hog, "--grace", "1s"], 0);
+    let v = h.run(&["--json", "await", &late], 1).json();
+    assert_eq!(v["status"], "expired", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("deadline passed"), "{v}");
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.starts_with("started"), "it ran before it expired: {log}");
+    for (token, question) in [(&first, "first"), (&second, "second")] {
+        let v = h.run(&["--json", "await", token], 0).json();
+        assert_eq!(v["status"], "completed", "{v}");
+        assert!(v["summary"].as_str().unwrap().contains(&format!("the answer to {question}")), "{v}");
+        assert!(h.record(token).get("slurm_pending").is_none(), "{v}");
+    }
+}
+
+#[test]
+fn a_job_past_its_slurm_time_limit_ends_the_task_expired_with_slurms_reason() {
+    let h = home();
+    let token = start(&h, "trap", "x");
+    let job = running_job(&h, &token);
+    // Its time is up now (Slurm looks at time limits every 30 s or so).
+    let updated = Command::new("scontrol").args(["update", &format!("JobId={job}"), "TimeLimit=0"]).status().unwrap();
+    assert!(updated.success());
+    wait_until(Duration::from_secs(120), "Slurm to end the job", || h.status(&token)["status"] != "running");
+    let st = h.status(&token);
+    assert_eq!(st["status"], "expired", "{st}");
+    assert_eq!(st["exit_code"], 3, "the agent's trap ran: {st}");
+    let note = st["note"].as_str().unwrap();
+    assert!(note.contains(&format!("Slurm ended job {job} at its time limit (TimeLimit)")), "{st}");
+    let log = std::fs::read_to_string(st["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("DUE TO TIME LIMIT"), "Slurm's own line is in the log: {log}");
+}
+
+#[test]
+fn a_scancel_from_outside_ends_the_task_cancelled_saying_so() {
+    let h = home();
+    let token = start(&h, "trap", "x");
+    let job = running_job(&h, &token);
+    assert!(Command::new("scancel").arg(job.to_string()).status().unwrap().success());
+    let v = h.run(&["--json", "await", &token], 1).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(note.contains(&format!("its Slurm job {job} was cancelled outside agentctl")), "{v}");
 }

@@ -36,6 +36,7 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         worktree_bytes: None,
         changes: None,
         slurm: None,
+        slurm_pending: None,
         pool: (!status.is_final()).then(|| "default".into()),
         queue_place: None,
         containment: None,

@@ -155,8 +155,14 @@ fn detail_pane(f: &mut Frame, app: &App, area: Rect) {
     if let Some(c) = &t.changes {
         lines.push(Line::styled(format!("changes: {}", c.line()), Style::new().fg(Color::Cyan)));
     }
-    if t.status == Status::Queued {
-        lines.push(Line::styled("waiting for a place in its pool", Style::new().fg(Color::Yellow)));
+    match (&t.slurm_pending, t.status) {
+        (Some(why), _) => {
+            lines.push(Line::styled(format!("Slurm holds its job pending ({why})"), Style::new().fg(Color::Yellow)))
+        }
+        (None, Status::Queued) => {
+            lines.push(Line::styled("waiting for a place in its pool", Style::new().fg(Color::Yellow)))
+        }
+        _ => {}
     }
     if let Some(n) = &t.note {
         lines.push(Line::styled(format!("note: {n}"), Style::new().fg(Color::DarkGray)));
