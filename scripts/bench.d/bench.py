@@ -8,13 +8,14 @@ Figure 9 (history.py) sets agentctl beside itself: a home with a long history ag
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 
 from common import (
-    AGENTCTL, BUILD, GIB, HELPER, PUEUE, PUEUED, ROWS, SUMMARIZE, Agentctl, fmt, private_kib, quiet, row, stats,
+    AGENTCTL, BUILD, GIB, HELPER, PUEUE, PUEUED, ROOT, ROWS, SUMMARIZE, Agentctl, fmt, private_kib, quiet, row, stats,
     wall_ms,
 )
 from history import fig_history, fill, take_seeds
@@ -290,6 +291,52 @@ def fig_mcp(ag, pq, tmp, n=200):
     )
 
 
+def fig_slurm(ag, pq, tmp, n=10):
+    """A Slurm task's end as its waiter sees it, beside srun's own return (the floor: agentctl
+    learns of the end from srun). Needs a cluster: SLURM_CONF's, else a one-node one started
+    here as root (scripts/slurm-cluster), stopped after."""
+    started = None
+    if not os.environ.get("SLURM_CONF"):
+        if os.geteuid() != 0 or not shutil.which("slurmctld"):
+            row("10. Slurm completion slack", "skipped", "needs SLURM_CONF, or root and Slurm's packages", "-", "-")
+            return
+        started = BUILD / "slurm"
+        os.environ["SLURM_CONF"] = quiet([str(ROOT / "scripts" / "slurm-cluster"), "up", str(started)]).stdout.strip()
+    try:
+        stamp = tmp / "slurm-stamp"
+        ours = Agentctl(tmp, "slurm-home")
+        (ours.home / "agents.toml").write_text(
+            '[agents.stamp]\nbackend = "slurm"\n'
+            f'command = ["sh", "-c", "{HELPER} stamp {stamp} 0.5", "{{question}}"]\n'
+        )
+
+        def slack(run):
+            stamp.unlink(missing_ok=True)
+            run()
+            return (time.time_ns() - int(stamp.read_text())) / 1e6
+
+        def agentctl():
+            token = json.loads(ours.run("--json", "ask", "stamp", "go", "--async"))["token"]
+            ours.run("await", token)
+
+        res = {
+            "srun": stats([slack(lambda: quiet(["srun", "--quiet", "--", HELPER, "stamp", str(stamp), "0.5"])) for _ in range(n)]),
+            "agentctl": stats([slack(agentctl) for _ in range(n)]),
+        }
+        a, floor = res["agentctl"]["median"], res["srun"]["median"]
+        row(
+            "10. Slurm completion slack (waiter returns − agent's last write, on a one-node cluster)",
+            f"await {fmt(res['agentctl'], 'ms')}",
+            f"srun itself returns {fmt(res['srun'], 'ms')}",
+            f"+{a - floor:.1f} ms over srun",
+            "≤ 100 ms after the step's end",
+        )
+    finally:
+        if started:
+            quiet([str(ROOT / "scripts" / "slurm-cluster"), "down", str(started)])
+            del os.environ["SLURM_CONF"]
+
+
 def machine():
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next(l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal"))
@@ -300,7 +347,8 @@ def machine():
 
 def main():
     figures = [
-        fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history
+        fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history,
+        fig_slurm,
     ]
     only = set(sys.argv[1:])
     # scripts/bench --against REV: start and throughput of that release too, in this run.
@@ -324,8 +372,9 @@ def main():
                             figure, *rest = ROWS[-1]
                             ROWS[-1] = (f"{figure}, {label}", *rest)
         # Anything still running under agentctl (a failed figure) is halted before cleanup.
-        # (Figure 9 alone uses homes of its own: this one was never made.)
-        running = json.loads(ag.run("--json", "list", "--status", "running"))["tasks"] if ag.home.exists() else []
+        # (Figures 9 and 10 use homes of their own: this one may never have been used.)
+        used = (ag.home / "agentctl.db").exists()
+        running = json.loads(ag.run("--json", "list", "--status", "running"))["tasks"] if used else []
         for t in running:
             ag.run("halt", t["token"], "--grace", "0.1s")
     lines = [

@@ -17,7 +17,10 @@ use crate::task::{Role, Status, Token};
 /// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     let mut rec = refresh(store, token)?;
-    let slurm = rec.slurm_job.map(crate::supervisor::slurm::describe);
+    let slurm = rec.slurm_job.map(|id| {
+        let known = crate::supervisor::slurm::of_task(store, token).and_then(|(slurm, _)| slurm.describe(id));
+        known.unwrap_or(crate::task::SlurmJob { job_id: id, ..Default::default() })
+    });
     // Slurm's word now over its supervisor's last look at a pending job (made less often as
     // the wait grows).
     if let Some(job) = slurm.as_ref().filter(|j| rec.ended.is_none() && !j.state.is_empty()) {

@@ -69,12 +69,9 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         (None, None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
-    // A Slurm job is ended by its id, which no other job ever has.
-    let note = match store.slurm_job(token) {
-        Some(job) => {
-            crate::supervisor::slurm::cancel(job);
-            format!("{note}; its Slurm job {job} was cancelled")
-        }
+    // A Slurm job is ended by its id and name, which no other job has.
+    let note = match crate::supervisor::slurm::cancel_for_task(store, token) {
+        Some(cancelled) => format!("{note}; {cancelled}"),
         None => note,
     };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {
@@ -315,11 +312,22 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
     let Some(_lock) = lock else { return Err(Error::HaltTimedOut { token }) };
     let mut rec = store.read_record(token)?;
     if !rec.status().is_final() {
-        let note = format!(
-            "the supervisor did not carry out the halt (it was stopped, or out of descriptors); agentctl ended the \
-             task itself: {}, then its supervisor",
+        let mut note = format!(
+            "the supervisor did not carry out the halt (it was stopped, out of descriptors, or waiting on Slurm); \
+             agentctl ended the task itself: {}, then its supervisor",
             reached.describe()
         );
+        // Its srun went with the rest; the job it submitted goes by its id.
+        if let Some(cancelled) = tokio::task::spawn_blocking({
+            let store = store.clone();
+            move || crate::supervisor::slurm::cancel_for_task(&store, token)
+        })
+        .await
+        .ok()
+        .flatten()
+        {
+            note.push_str(&format!("; {cancelled}"));
+        }
         store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None, None)?;
     }
     Ok(true)

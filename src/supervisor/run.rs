@@ -21,7 +21,7 @@ use super::launch::{LOCK_FD, report, started_report};
 use super::logwatch::LogWatch;
 use super::queue::{Waited, wait_for_place};
 use super::reach::own_id;
-use super::slurm;
+use super::slurm::Slurm;
 use super::spawn::spawn_agent;
 use super::unix::{
     close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
@@ -37,12 +37,12 @@ use crate::task::{
 const SLURM_LISTS_IN: Duration = Duration::from_secs(10);
 /// How long a job whose step ended may stay `COMPLETING` (an epilog running) before its state
 /// is taken as it is.
-const SLURM_COMPLETES_IN: Duration = Duration::from_secs(2);
+const SLURM_COMPLETES_IN: Duration = Duration::from_secs(5);
 /// How often Slurm is asked whether a pending job runs yet: at first, then half as often each
 /// time, down to `SLURM_LOOK_LAST` (each look is a query to the cluster's controller, whom a
 /// thousand pending tasks must not flood). Output from the agent is looked at sooner.
 const SLURM_LOOK_FIRST: Duration = Duration::from_secs(1);
-const SLURM_LOOK_LAST: Duration = Duration::from_secs(15);
+const SLURM_LOOK_LAST: Duration = Duration::from_secs(30);
 
 /// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
 pub fn supervise(home: &Path, token: Token) -> ExitCode {
@@ -294,8 +294,17 @@ impl Supervisor {
         // A run after a rate-limited one submits a job of the same name: the earlier job, still
         // completing, is not it.
         let earlier = self.rec.slurm_job.take();
-        let job = slurm::find(job_name, SLURM_LISTS_IN, srun_runs, earlier);
+        let job = match self.slurm().find(job_name, SLURM_LISTS_IN, srun_runs, earlier) {
+            Ok(job) => job,
+            Err(why) => {
+                // The job runs or waits all the same; halts and the lost path reach it through
+                // srun then (a signalled srun cancels its step).
+                self.add_note(format!("cannot find the task's Slurm job: {why}"));
+                None
+            }
+        };
         self.rec.slurm_job = job.as_ref().map(|j| j.job_id);
+        // Unseen, it is taken to run: whether it waits cannot be told.
         self.rec.slurm_pending = job.as_ref().and_then(|j| j.pending_reason());
         self.slurm_look =
             self.rec.slurm_pending.as_ref().map(|_| (Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
@@ -303,36 +312,53 @@ impl Supervisor {
         if self.rec.slurm_pending.is_some() && self.rec.retries == 0 && self.deadline.is_some() {
             (self.deadline, self.deadline_held) = (None, true);
         }
-        if self.rec.slurm_job.is_some() || earlier.is_some() {
-            mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
-            if let Err(e) = self.store.write_record(&self.rec) {
-                eprintln!("agentctl supervisor: cannot record the Slurm job: {e}");
-            }
+        mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
+        if let Err(e) = self.store.write_record(&self.rec) {
+            eprintln!("agentctl supervisor: cannot record the Slurm job: {e}");
+        }
+    }
+
+    /// Slurm's commands, beside the task's srun.
+    fn slurm(&self) -> Slurm {
+        Slurm::beside(self.spec.program.as_deref())
+    }
+
+    /// The task's Slurm job and its name, once known.
+    fn slurm_job(&self) -> Option<(u64, &str)> {
+        match (&self.spec.backend, self.rec.slurm_job) {
+            (Backend::Slurm { job_name }, Some(id)) => Some((id, job_name)),
+            _ => None,
         }
     }
 
     /// Ask Slurm whether the pending job runs yet: its reason when it still waits (asked again
-    /// later), the task `running` when it does.
+    /// later), the task `running` when it does. No answer changes nothing but the next look.
     fn look_at_slurm_job(&mut self) {
         let Some((_, every)) = self.slurm_look else { return };
         let Some(id) = self.rec.slurm_job else { return };
-        let job = slurm::describe(id);
+        let next = (every * 2).min(SLURM_LOOK_LAST);
+        self.slurm_look = Some((Instant::now() + next, next));
+        let Some(job) = self.slurm().describe(id) else { return };
         let pending = job.pending_reason();
-        self.slurm_look = pending.as_ref().map(|_| {
-            let next = (every * 2).min(SLURM_LOOK_LAST);
-            (Instant::now() + next, next)
-        });
-        if pending.is_none() && self.deadline_held {
-            // From when Slurm started it, which may be a while before this look.
-            let ran = job.started_s.map_or(0, |s| (unix_ms(SystemTime::now()) / 1000).saturating_sub(s));
-            let left =
-                Duration::from_millis(self.spec.deadline_ms.unwrap_or(0)).saturating_sub(Duration::from_secs(ran));
-            (self.deadline, self.deadline_held) = (Some(Instant::now() + left), false);
+        if pending.is_none() {
+            self.slurm_look = None;
+            self.release_deadline(job.started_s);
         }
         if pending != self.rec.slurm_pending {
             self.rec.slurm_pending = pending;
             let _ = self.store.write_record(&self.rec);
         }
+    }
+
+    /// The deadline held while Slurm held the job counts from when Slurm started it
+    /// (`started_s`, seconds since the epoch; unknown: now).
+    fn release_deadline(&mut self, started_s: Option<u64>) {
+        if !std::mem::take(&mut self.deadline_held) {
+            return;
+        }
+        let ran = started_s.map_or(0, |s| (unix_ms(SystemTime::now()) / 1000).saturating_sub(s));
+        let left = Duration::from_millis(self.spec.deadline_ms.unwrap_or(0)).saturating_sub(Duration::from_secs(ran));
+        self.deadline = Some(Instant::now() + left);
     }
 
     fn run(&mut self) {
@@ -372,6 +398,12 @@ impl Supervisor {
         }
         let n = self.rec.retries + 1;
         let mut line = format!("run {n} was rate-limited (exit {})", code.unwrap_or(-1));
+        // Its job ran (it ended): whatever the last look at it said.
+        if self.slurm_look.take().is_some() {
+            let started = self.slurm_job().and_then(|(id, _)| self.slurm().describe(id)).and_then(|j| j.started_s);
+            self.release_deadline(started);
+        }
+        self.rec.slurm_pending = None;
         // What this run left goes first, as at a task's end (its zombie keeps its group id).
         let left = self.end_what_is_left();
         if left > 0 {
@@ -583,18 +615,20 @@ impl Supervisor {
         self.stop.get_or_insert(why);
         let kill_at = Instant::now() + grace;
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
-        if let Some(job) = self.rec.slurm_job {
-            if slurm::describe(job).state == "PENDING" {
-                // Nothing of it runs yet: nothing needs a grace.
-                self.slurm_cancelled = true;
-                slurm::cancel(job);
-                return;
+        if let Some((id, name)) = self.slurm_job() {
+            let slurm = self.slurm();
+            // Nothing of a pending job runs yet: it needs no grace. The agent's processes of a
+            // running one are the job's, on its node: Slurm signals them. (srun, signalled
+            // here, would cancel the step at once, without a grace.)
+            let sent = slurm
+                .cancel(id, name, true)
+                .and_then(|_| slurm.signal(id, name, "CONT"))
+                .and_then(|_| slurm.signal(id, name, "TERM"));
+            match sent {
+                Ok(()) => return,
+                // srun cancels the step itself then (at once).
+                Err(why) => eprintln!("agentctl supervisor: cannot signal Slurm job {id}: {why}"),
             }
-            // The agent's processes are the job's, on its node: Slurm signals them. (srun,
-            // signalled here, would cancel the step at once, without a grace.)
-            slurm::signal(job, "CONT");
-            slurm::signal(job, "TERM");
-            return;
         }
         signal_group(self.child, Signal::SIGTERM);
         signal_group(self.child, Signal::SIGCONT);
@@ -641,9 +675,13 @@ impl Supervisor {
     /// until we reap them.
     fn kill_all(&mut self) {
         self.killed = true;
-        if let Some(job) = self.rec.slurm_job.filter(|_| !self.slurm_cancelled) {
+        if !self.slurm_cancelled
+            && let Some((id, name)) = self.slurm_job()
+        {
+            if let Err(why) = self.slurm().cancel(id, name, false) {
+                eprintln!("agentctl supervisor: cannot cancel Slurm job {id}: {why}");
+            }
             self.slurm_cancelled = true;
-            slurm::cancel(job);
         }
         if let Some(cg) = self.cgroup() {
             cgroup::kill(cg);
@@ -668,7 +706,14 @@ impl Supervisor {
         // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
         self.rec.slurm_pending = None;
         if let (None, Some(id)) = (self.stop, self.rec.slurm_job) {
-            match slurm::ended(id, SLURM_COMPLETES_IN).end() {
+            let job = self.slurm().ended(id, SLURM_COMPLETES_IN, code == Some(0));
+            if job.as_ref().is_some_and(|j| j.state == "COMPLETING") {
+                self.add_note(format!(
+                    "Slurm was still completing job {id} after {}s: its end is the agent's exit",
+                    SLURM_COMPLETES_IN.as_secs()
+                ));
+            }
+            match job.and_then(|j| j.end()) {
                 Some(SlurmEnd::Expired(why)) => {
                     outcome = Outcome::Expired { exit_code: code, signal };
                     self.add_note(why);

@@ -1,69 +1,144 @@
 //! Talking to Slurm about a task's job: its id (by its unique name), its state, a signal to
-//! its processes, its cancellation. Slurm's own commands do it (`squeue`, `scancel`), found on
-//! `PATH` as for the user.
+//! its processes, its cancellation. Slurm's own commands do it (`squeue`, `scancel`), each
+//! given a time limit: a controller that does not answer delays a halt, never stops it.
 
-use std::process::{Command, Stdio};
+use std::io::Read;
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::task::SlurmJob;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+
+use crate::store::Store;
+use crate::task::{Backend, SlurmJob, Token};
 
 /// What `squeue` is asked to print of a job: id, state, reason, node, start time (in seconds
 /// since the epoch, by `SLURM_TIME_FORMAT`).
 const FORMAT: &str = "--format=%i|%T|%r|%N|%S";
 
-/// The job named `name` (other than `not`), once Slurm lists it (srun submits it as it
-/// starts); `None` after `limit`, or once `submitting` says srun gave up (it exited).
-pub fn find(name: &str, limit: Duration, submitting: impl Fn() -> bool, not: Option<u64>) -> Option<SlurmJob> {
-    let end = Instant::now() + limit;
-    loop {
-        let out = squeue(&["--name", name]);
-        if let Some(job) = out.lines().filter_map(parse).find(|j| Some(j.job_id) != not) {
-            return Some(job);
+/// The longest one of Slurm's commands may take (its own default for a message is 10 s).
+const ANSWER_IN: Duration = Duration::from_secs(15);
+
+/// Slurm's commands of a task: those beside the `srun` that submitted its job (a template's
+/// PATH may name a Slurm that the caller's does not), else those on PATH.
+pub struct Slurm {
+    dir: Option<PathBuf>,
+}
+
+impl Slurm {
+    /// The commands beside `srun` (the task's `program`), if it is known.
+    pub fn beside(srun: Option<&Path>) -> Slurm {
+        Slurm { dir: srun.and_then(Path::parent).map(Path::to_owned) }
+    }
+
+    /// The job named `name` (other than `not`: an earlier run's), once Slurm lists it among
+    /// the user's (srun submits it as it starts); `None` after `limit`, or once `submitting`
+    /// says srun gave up (it exited).
+    pub fn find(
+        &self,
+        name: &str,
+        limit: Duration,
+        submitting: impl Fn() -> bool,
+        not: Option<u64>,
+    ) -> Result<Option<SlurmJob>, String> {
+        let end = Instant::now() + limit;
+        loop {
+            let out = self.squeue(&["--me", "--name", name]);
+            if let Some(job) = out.as_deref().unwrap_or("").lines().filter_map(parse).find(|j| Some(j.job_id) != not) {
+                return Ok(Some(job));
+            }
+            if Instant::now() >= end || !submitting() {
+                return out.map(|_| None);
+            }
+            std::thread::sleep(Duration::from_millis(50));
         }
-        if Instant::now() >= end || !submitting() {
-            return None;
+    }
+
+    /// What Slurm says of job `id` now, ended or not; `None` if it cannot say (squeue failed,
+    /// or the job is forgotten).
+    pub fn describe(&self, id: u64) -> Option<SlurmJob> {
+        let out = self.squeue(&["--states=all", "--jobs", &id.to_string()]).ok()?;
+        out.lines().filter_map(parse).find(|j| j.job_id == id)
+    }
+
+    /// What Slurm says of job `id` once its step has ended: its final state, with a `COMPLETING`
+    /// job (its processes still being ended, an epilog running) waited for up to `limit`,
+    /// unless its agent `succeeded` (exit 0) and no time limit was reached: the end that is
+    /// then all but certain (`COMPLETED`) is not worth the wait.
+    pub fn ended(&self, id: u64, limit: Duration, succeeded: bool) -> Option<SlurmJob> {
+        let end = Instant::now() + limit;
+        loop {
+            let job = self.describe(id);
+            let known = job.as_ref().is_none_or(|j| j.state != "COMPLETING" || (succeeded && j.reason != "TimeLimit"));
+            if known || Instant::now() >= end {
+                return job;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    /// Send `signal` (`TERM`, `CONT`…) to the processes of job `id` named `name`, leaving the
+    /// job to end as they do: what a halt's grace needs (srun itself would cancel the step at
+    /// once).
+    pub fn signal(&self, id: u64, name: &str, signal: &str) -> Result<(), String> {
+        self.scancel(&[&format!("--signal={signal}")], id, name)
+    }
+
+    /// Cancel job `id` named `name` (both must match: an id Slurm has since given another job
+    /// is spared): Slurm ends its processes (SIGTERM, SIGKILL after its KillWait) and its
+    /// allocation. `pending_only`: only if Slurm still holds it pending.
+    pub fn cancel(&self, id: u64, name: &str, pending_only: bool) -> Result<(), String> {
+        self.scancel(if pending_only { &["--state=PENDING"] } else { &[] }, id, name)
+    }
+
+    fn scancel(&self, opts: &[&str], id: u64, name: &str) -> Result<(), String> {
+        let mut c = self.command("scancel");
+        c.args(opts).arg(format!("--name={name}")).arg(id.to_string());
+        output_within(&mut c, ANSWER_IN).map(drop)
+    }
+
+    /// `squeue`'s lines for `filter`, without a header.
+    fn squeue(&self, filter: &[&str]) -> Result<String, String> {
+        let mut c = self.command("squeue");
+        c.arg("--noheader").args(filter).arg(FORMAT).env("SLURM_TIME_FORMAT", "%s");
+        output_within(&mut c, ANSWER_IN)
+    }
+
+    fn command(&self, name: &str) -> Command {
+        match self.dir.as_ref().map(|d| d.join(name)).filter(|p| p.is_file()) {
+            Some(path) => Command::new(path),
+            None => Command::new(name),
+        }
     }
 }
 
-/// What Slurm says of job `id` now, ended or not (an empty state once it has forgotten the job).
-pub fn describe(id: u64) -> SlurmJob {
-    let out = squeue(&["--states=all", "--jobs", &id.to_string()]);
-    out.lines().find_map(parse).filter(|j| j.job_id == id).unwrap_or(SlurmJob { job_id: id, ..SlurmJob::default() })
-}
-
-/// What Slurm says of job `id` once its step has ended: its final state, with a `COMPLETING`
-/// job (its processes still being ended, an epilog running) waited for up to `limit`.
-pub fn ended(id: u64, limit: Duration) -> SlurmJob {
-    let end = Instant::now() + limit;
-    loop {
-        let job = describe(id);
-        if job.state != "COMPLETING" || Instant::now() >= end {
-            return job;
-        }
-        std::thread::sleep(Duration::from_millis(100));
+/// Task `token`'s Slurm commands and job name, as its spec says (`None`: a local task).
+pub fn of_task(store: &Store, token: Token) -> Option<(Slurm, String)> {
+    let spec = store.read_spec(token).ok()?;
+    match spec.backend {
+        Backend::Slurm { job_name } => Some((Slurm::beside(spec.program.as_deref()), job_name)),
+        Backend::Local => None,
     }
 }
 
-/// Send `signal` (`TERM`, `CONT`…) to the processes of job `id`, leaving the job to end as
-/// they do: what a halt's grace needs (srun itself would cancel the step at once).
-pub fn signal(id: u64, signal: &str) {
-    run(Command::new("scancel").args([&format!("--signal={signal}"), &id.to_string()]));
-}
-
-/// Cancel job `id`: Slurm ends its processes (SIGTERM, SIGKILL after its KillWait) and its
-/// allocation.
-pub fn cancel(id: u64) {
-    run(Command::new("scancel").arg(id.to_string()));
-}
-
-/// `squeue`'s lines for `filter`, without a header (nothing if it cannot be run).
-fn squeue(filter: &[&str]) -> String {
-    quiet(Command::new("squeue").arg("--noheader").args(filter).arg(FORMAT).env("SLURM_TIME_FORMAT", "%s"))
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-        .unwrap_or_default()
+/// Cancel the Slurm job of task `token` whose supervisor is gone (its id as the lock file
+/// says), if it has one: what to note of it.
+pub fn cancel_for_task(store: &Store, token: Token) -> Option<String> {
+    let id = store.slurm_job(token)?;
+    let Some((slurm, name)) = of_task(store, token) else {
+        return Some(format!("its Slurm job {id} was left: the task's spec cannot be read; run `scancel {id}`"));
+    };
+    Some(match slurm.cancel(id, &name, false) {
+        Ok(()) => format!("its Slurm job {id} was cancelled"),
+        Err(why) => match slurm.describe(id) {
+            Some(job) if !matches!(job.state.as_str(), "PENDING" | "RUNNING" | "SUSPENDED") => {
+                format!("its Slurm job {id} had ended ({})", job.state.to_lowercase())
+            }
+            None if why.contains("Invalid job id") => format!("its Slurm job {id} had ended"),
+            _ => format!("its Slurm job {id} could not be cancelled ({why}); run `scancel {id}`"),
+        },
+    })
 }
 
 /// One line of `FORMAT`.
@@ -76,16 +151,76 @@ fn parse(line: &str) -> Option<SlurmJob> {
     Some(SlurmJob { job_id, state, reason, node, started_s })
 }
 
-fn quiet(c: &mut Command) -> &mut Command {
-    c.stdin(Stdio::null()).stderr(Stdio::null())
+/// Run `c` to its end within `limit`: its stdout, or what went wrong (its stderr's last line).
+/// One that takes longer is killed.
+fn output_within(c: &mut Command, limit: Duration) -> Result<String, String> {
+    let what = c.get_program().to_string_lossy().into_owned();
+    let mut child = c
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {what}: {e}"))?;
+    let read = read_within(&mut child, Instant::now() + limit);
+    let Ok((out, err)) = read else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(format!("{what} gave no answer within {}s", limit.as_secs()));
+    };
+    let status = child.wait().map_err(|e| format!("cannot wait for {what}: {e}"))?;
+    if status.success() {
+        return Ok(String::from_utf8_lossy(&out).into_owned());
+    }
+    let err = String::from_utf8_lossy(&err);
+    let last = err.lines().rev().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    Err(format!("{what} {status}{}{last}", if last.is_empty() { "" } else { ": " }))
 }
 
-fn run(c: &mut Command) {
-    match quiet(c).stdout(Stdio::null()).status() {
-        Ok(s) if s.success() => {}
-        Ok(s) => eprintln!("agentctl supervisor: {c:?} exited {s}"),
-        Err(e) => eprintln!("agentctl supervisor: cannot run {c:?}: {e}"),
+/// Both of `child`'s outputs to their ends, or `Err` at `deadline`.
+fn read_within(child: &mut Child, deadline: Instant) -> Result<(Vec<u8>, Vec<u8>), ()> {
+    let (mut out, mut err) = (child.stdout.take().ok_or(())?, child.stderr.take().ok_or(())?);
+    let (mut out_buf, mut err_buf) = (Vec::new(), Vec::new());
+    let (mut out_open, mut err_open) = (true, true);
+    let mut chunk = [0u8; 8192];
+    while out_open || err_open {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(());
+        }
+        let ms = u16::try_from(left.as_millis().max(1)).unwrap_or(u16::MAX);
+        let mut fds = Vec::new();
+        if out_open {
+            fds.push(PollFd::new(out.as_fd(), PollFlags::POLLIN));
+        }
+        if err_open {
+            fds.push(PollFd::new(err.as_fd(), PollFlags::POLLIN));
+        }
+        match poll(&mut fds, PollTimeout::from(ms)) {
+            Ok(0) => continue,
+            Ok(_) => {}
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return Err(()),
+        }
+        let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
+        drop(fds);
+        let mut i = 0;
+        if out_open {
+            if ready[i] {
+                match out.read(&mut chunk) {
+                    Ok(0) | Err(_) => out_open = false,
+                    Ok(n) => out_buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            i += 1;
+        }
+        if err_open && ready[i] {
+            match err.read(&mut chunk) {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => err_buf.extend_from_slice(&chunk[..n]),
+            }
+        }
     }
+    Ok((out_buf, err_buf))
 }
 
 #[cfg(test)]
@@ -105,5 +240,23 @@ mod tests {
         assert_eq!(parse("14|RUNNING|None|vm|N/A").unwrap().started_s, None);
         assert_eq!(parse("garbage"), None);
         assert_eq!(parse(""), None);
+    }
+
+    #[test]
+    fn a_command_that_hangs_is_ended_at_its_limit_and_failures_say_why() {
+        let t0 = Instant::now();
+        let hung = output_within(Command::new("sleep").arg("30"), Duration::from_millis(200));
+        assert!(hung.unwrap_err().contains("no answer"));
+        // A hang guard, far under the command's 30 s.
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        let failed = output_within(
+            Command::new("sh").args(["-c", "echo out; echo 'scancel: error: no job' >&2; exit 1"]),
+            ANSWER_IN,
+        );
+        assert!(failed.unwrap_err().ends_with("scancel: error: no job"));
+        assert_eq!(output_within(Command::new("echo").arg("hi"), ANSWER_IN).unwrap(), "hi\n");
+        assert!(
+            output_within(&mut Command::new("/nonexistent/squeue"), ANSWER_IN).unwrap_err().starts_with("cannot run")
+        );
     }
 }

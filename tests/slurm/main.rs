@@ -168,6 +168,17 @@ fn a_killed_supervisors_job_is_cancelled_by_the_next_status() {
     wait_until(Duration::from_secs(30), "the job to run", || h.status(&token)["slurm"]["state"] == "RUNNING");
     let job = h.status(&token)["slurm"]["job_id"].as_u64().unwrap();
     let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
+    // srun dies with its supervisor, and a helper process it forked would then cancel the job
+    // itself (woken by the SIGHUP and SIGCONT its orphaned group gets): frozen with the rest of
+    // the task's cgroup, it leaves the job to the lost path. (Once the step runs: the agent has
+    // written its first line.)
+    wait_until(Duration::from_secs(30), "the agent to start", || h.status(&token)["line_count"].as_u64() >= Some(1));
+    let st = h.status(&token);
+    let cgroup = std::path::PathBuf::from(st["containment"]["cgroup"]["path"].as_str().expect("a cgroup (root)"));
+    std::fs::write(cgroup.join("cgroup.freeze"), "1").unwrap();
+    wait_until(Duration::from_secs(10), "the cgroup to freeze", || {
+        std::fs::read_to_string(cgroup.join("cgroup.events")).unwrap().contains("frozen 1")
+    });
     // SAFETY: kill on a supervisor of this test's own task.
     unsafe { libc::kill(sup as i32, libc::SIGKILL) };
     wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
@@ -303,4 +314,86 @@ fn a_scancel_from_outside_ends_the_task_cancelled_saying_so() {
     assert_eq!(v["status"], "cancelled", "{v}");
     let note = v["note"].as_str().unwrap();
     assert!(note.contains(&format!("its Slurm job {job} was cancelled outside agentctl")), "{v}");
+}
+
+#[test]
+fn a_rate_limited_run_on_the_cluster_runs_again_as_a_job_of_its_own() {
+    let h = home();
+    // Rate-limited (exit 75) the first time, then answers.
+    let count = h.path().join("runs");
+    add_agents(
+        &h,
+        &format!(
+            "[agents.limited]\ncommand = [\"sh\", \"-c\", \"echo x >> {}; [ $(wc -l < {}) -ge 2 ] || exit 75; echo '> done'\"]\n\
+             backend = \"slurm\"\nretry_on = {{ exit = [75] }}\nbackoff = \"100ms\"\n",
+            count.display(),
+            count.display()
+        ),
+    );
+    let token = start(&h, "limited", "x");
+    let v = h.run(&["--json", "await", &token], 0).json();
+    assert_eq!((&v["status"], &v["attempts"]), (&"completed".into(), &2.into()), "{v}");
+    // The second run's job, found as such (the first one's has the same name).
+    let rec = h.record(&token);
+    let second = rec["slurm_job"].as_u64().unwrap();
+    let lock = std::fs::read_to_string(h.path().join("tasks").join(&token).join("lock")).unwrap();
+    assert!(lock.lines().filter(|l| l.starts_with("slurm-job")).eq([format!("slurm-job {second}").as_str()]), "{lock}");
+    let spec: String = h.db().query_row("SELECT spec FROM tasks WHERE token = ?1", [&token], |r| r.get(0)).unwrap();
+    let name = serde_json::from_str::<Value>(&spec).unwrap()["backend"]["job_name"].as_str().unwrap().to_owned();
+    let out = Command::new("squeue").args(["--noheader", "--states=all", "--name", &name, "--format=%i"]).output();
+    let mut jobs: Vec<u64> =
+        String::from_utf8(out.unwrap().stdout).unwrap().lines().map(|l| l.trim().parse().unwrap()).collect();
+    jobs.sort();
+    assert_eq!(jobs.len(), 2, "a job per run: {jobs:?}");
+    assert_eq!(jobs[1], second, "{jobs:?}");
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("done"), "{log}");
+}
+
+#[test]
+fn a_pending_task_stays_queued_while_slurm_cannot_be_asked() {
+    let h = whole_node();
+    // Slurm's commands beside the srun the template's PATH names; its squeue fails while
+    // `down` exists.
+    let bin = h.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let which = |c: &str| String::from_utf8(Command::new("which").arg(c).output().unwrap().stdout).unwrap();
+    for c in ["srun", "scancel"] {
+        std::os::unix::fs::symlink(which(c).trim(), bin.join(c)).unwrap();
+    }
+    let down = h.path().join("down");
+    let squeue = format!(
+        "#!/bin/sh\nif [ -e {} ]; then echo 'squeue: error: Unable to contact slurm controller' >&2; exit 1; fi\nexec {} \"$@\"\n",
+        down.display(),
+        which("squeue").trim()
+    );
+    std::fs::write(bin.join("squeue"), squeue).unwrap();
+    std::fs::set_permissions(bin.join("squeue"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap());
+    add_agents(
+        &h,
+        &format!(
+            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.hog.slurm]\ncpus = {}\n\n\
+             [agents.far]\ncommand = {ANSWER}\nbackend = \"slurm\"\nenv = {{ PATH = \"{path}\" }}\n",
+            nproc()
+        ),
+    );
+    let hog = start(&h, "hog", "all of it");
+    running_job(&h, &hog);
+    let task = start(&h, "far", "x");
+    wait_until(Duration::from_secs(30), "Slurm to say why it waits", || {
+        h.status(&task)["slurm_pending"] == "Resources"
+    });
+    std::fs::write(&down, "").unwrap();
+    // Its supervisor looks after 1, 2 and 4 s: each time without an answer.
+    wait_until(Duration::from_secs(60), "looks at Slurm to fail", || {
+        let st = h.status(&task);
+        assert_eq!(st["status"], "queued", "no answer is no news: {st}");
+        assert_eq!(st["slurm_pending"], "Resources", "{st}");
+        st["elapsed_ms"].as_u64() > Some(8_000)
+    });
+    std::fs::remove_file(&down).unwrap();
+    h.run(&["halt", &hog, "--grace", "1s"], 0);
+    let v = h.run(&["--json", "await", &task], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
 }
