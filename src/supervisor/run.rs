@@ -111,6 +111,8 @@ struct Supervisor {
     contained: Option<Contained>,
     /// Its Slurm job was cancelled (once is enough).
     slurm_cancelled: bool,
+    /// The Slurm jobs of its earlier runs.
+    slurm_seen: Vec<u64>,
     /// While Slurm holds its job pending: when it is next asked again, and how long after the
     /// last time that is.
     slurm_look: Option<(Instant, Duration)>,
@@ -267,6 +269,7 @@ impl Supervisor {
             child,
             contained,
             slurm_cancelled: false,
+            slurm_seen: Vec::new(),
             slurm_look: None,
             id,
             deadline_held: false,
@@ -291,10 +294,10 @@ impl Supervisor {
             let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
             matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
         };
-        // A run after a rate-limited one submits a job of the same name: the earlier job, still
-        // completing, is not it.
-        let earlier = self.rec.slurm_job.take();
-        let job = match self.slurm().find(job_name, SLURM_LISTS_IN, srun_runs, earlier) {
+        // A run after a rate-limited one submits a job of the same name: the earlier ones, which
+        // Slurm lists for a while after their end, are not it.
+        self.slurm_seen.extend(self.rec.slurm_job.take());
+        let job = match self.slurm().find(job_name, SLURM_LISTS_IN, srun_runs, &self.slurm_seen) {
             Ok(job) => job,
             Err(why) => {
                 // The job runs or waits all the same; halts and the lost path reach it through

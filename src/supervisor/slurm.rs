@@ -32,20 +32,21 @@ impl Slurm {
         Slurm { dir: srun.and_then(Path::parent).map(Path::to_owned) }
     }
 
-    /// The job named `name` (other than `not`: an earlier run's), once Slurm lists it among
-    /// the user's (srun submits it as it starts); `None` after `limit`, or once `submitting`
-    /// says srun gave up (it exited).
+    /// The job named `name`, once Slurm lists it among the user's (srun submits it as it
+    /// starts; a job that ended at once is listed too): the newest but those `seen` (earlier
+    /// runs'). `None` after `limit`, or once `submitting` says srun gave up (it exited).
     pub fn find(
         &self,
         name: &str,
         limit: Duration,
         submitting: impl Fn() -> bool,
-        not: Option<u64>,
+        seen: &[u64],
     ) -> Result<Option<SlurmJob>, String> {
         let end = Instant::now() + limit;
         loop {
-            let out = self.squeue(&["--me", "--name", name]);
-            if let Some(job) = out.as_deref().unwrap_or("").lines().filter_map(parse).find(|j| Some(j.job_id) != not) {
+            let out = self.squeue(&["--me", "--states=all", "--name", name]);
+            let jobs = out.as_deref().unwrap_or("").lines().filter_map(parse);
+            if let Some(job) = jobs.filter(|j| !seen.contains(&j.job_id)).max_by_key(|j| j.job_id) {
                 return Ok(Some(job));
             }
             if Instant::now() >= end || !submitting() {
