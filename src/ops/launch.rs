@@ -169,6 +169,11 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         env.insert("AGENTCTL_TOKEN".into(), token.to_string());
         env.insert("AGENTCTL_SESSION".into(), session.clone());
         env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
+        // The cluster the launcher's srun would reach: the task's job is reached there later
+        // too, from whatever shell asks (`status`, a halt, the lost path).
+        if let (Some(_), Ok(conf)) = (&slurm, std::env::var("SLURM_CONF")) {
+            env.entry("SLURM_CONF".into()).or_insert(conf);
+        }
         let preview = match &req.what {
             What::Ask { question, .. } => one_line_preview(question, PREVIEW),
             What::Run { argv, .. } => one_line_preview(&shell_words(argv), PREVIEW),

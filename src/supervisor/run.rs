@@ -29,8 +29,8 @@ use super::unix::{
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::task::{
-    Backend, Containment, OUTPUT_WINDOW, Outcome, SlurmEnd, Started, StopReason, SupervisorId, TaskCgroup, TaskRecord,
-    TaskSpec, Token, unix_ms,
+    Backend, Containment, OUTPUT_WINDOW, Outcome, SlurmEnd, SlurmJob, Started, StopReason, SupervisorId, TaskCgroup,
+    TaskRecord, TaskSpec, Token, unix_ms,
 };
 
 /// How long Slurm may take to list a job srun submitted.
@@ -286,44 +286,54 @@ impl Supervisor {
     }
 
     /// The Slurm job the agent's srun just submitted, for a halt, `status` and the lost path (in
-    /// the lock file for the latter); a pending one makes the task `queued` with Slurm's reason.
+    /// the lock file for the latter). Until Slurm says it runs (or the agent writes output),
+    /// the task is `queued`, with Slurm's reason, and Slurm is asked again now and then.
     fn find_slurm_job(&mut self) {
-        let Backend::Slurm { job_name } = &self.spec.backend else { return };
-        let child = self.child;
-        let srun_runs = || {
-            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-            matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
-        };
+        if !matches!(self.spec.backend, Backend::Slurm { .. }) {
+            return;
+        }
         // A run after a rate-limited one submits a job of the same name: the earlier ones, which
         // Slurm lists for a while after their end, are not it.
         self.slurm_seen.extend(self.rec.slurm_job.take());
-        let job = match self.slurm().find(job_name, SLURM_LISTS_IN, srun_runs, &self.slurm_seen) {
-            Ok(job) => job,
-            Err(why) => {
-                // The job runs or waits all the same; halts and the lost path reach it through
-                // srun then (a signalled srun cancels its step).
-                self.add_note(format!("cannot find the task's Slurm job: {why}"));
-                None
-            }
-        };
-        self.rec.slurm_job = job.as_ref().map(|j| j.job_id);
-        // Unseen, it is taken to run: whether it waits cannot be told.
-        self.rec.slurm_pending = job.as_ref().and_then(|j| j.pending_reason());
-        self.slurm_look =
-            self.rec.slurm_pending.as_ref().map(|_| (Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
+        self.rec.slurm_pending = self.spec.backend.pending_at_start();
+        self.slurm_look = Some((Instant::now(), Duration::ZERO));
         // Only a first run's: a later one's deadline is the task's, already counting.
-        if self.rec.slurm_pending.is_some() && self.rec.retries == 0 && self.deadline.is_some() {
+        if self.rec.retries == 0 && self.deadline.is_some() {
             (self.deadline, self.deadline_held) = (None, true);
         }
-        mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
+        match self.look_for_job(SLURM_LISTS_IN) {
+            Ok(Some(job)) => self.saw_slurm_job(Some(job), false),
+            Ok(None) => {}
+            // The job runs or waits all the same; halts reach it through srun meanwhile (a
+            // signalled srun cancels its step).
+            Err(why) => self.add_note(format!("cannot find the task's Slurm job yet: {why}")),
+        }
+        self.slurm_look = self.slurm_look.map(|_| (Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
         if let Err(e) = self.store.write_record(&self.rec) {
             eprintln!("agentctl supervisor: cannot record the Slurm job: {e}");
         }
     }
 
+    /// Look (for up to `limit`) for the job srun submitted, and once found keep its id in the
+    /// record and the lock file.
+    fn look_for_job(&mut self, limit: Duration) -> Result<Option<SlurmJob>, String> {
+        let Backend::Slurm { job_name } = &self.spec.backend else { return Ok(None) };
+        let child = self.child;
+        let srun_runs = || {
+            let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+            matches!(waitid(Id::Pid(child), flags), Ok(WaitStatus::StillAlive))
+        };
+        let job = Slurm::of(&self.spec).find(job_name, limit, srun_runs, &self.slurm_seen)?;
+        if let Some(job) = &job {
+            self.rec.slurm_job = Some(job.job_id);
+            mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
+        }
+        Ok(job)
+    }
+
     /// Slurm's commands, beside the task's srun.
     fn slurm(&self) -> Slurm {
-        Slurm::beside(self.spec.program.as_deref())
+        Slurm::of(&self.spec)
     }
 
     /// The task's Slurm job and its name, once known.
@@ -334,18 +344,41 @@ impl Supervisor {
         }
     }
 
-    /// Ask Slurm whether the pending job runs yet: its reason when it still waits (asked again
-    /// later), the task `running` when it does. No answer changes nothing but the next look.
-    fn look_at_slurm_job(&mut self) {
+    /// Ask Slurm whether the job runs yet (looking for it first, if it was not found yet):
+    /// its reason while it waits, the task `running` once it does. No answer changes nothing
+    /// but the time of the next look. `output`: the agent wrote some, so it runs.
+    fn look_at_slurm_job(&mut self, output: bool) {
         let Some((_, every)) = self.slurm_look else { return };
-        let Some(id) = self.rec.slurm_job else { return };
-        let next = (every * 2).min(SLURM_LOOK_LAST);
+        // Less often each time, but often enough for a deadline that waits for the start.
+        let held = Duration::from_millis(self.spec.deadline_ms.unwrap_or(0) / 4).max(SLURM_LOOK_FIRST);
+        let next = (every * 2).min(if self.deadline_held { held.min(SLURM_LOOK_LAST) } else { SLURM_LOOK_LAST });
         self.slurm_look = Some((Instant::now() + next, next));
-        let Some(job) = self.slurm().describe(id) else { return };
-        let pending = job.pending_reason();
+        let job = match self.rec.slurm_job {
+            Some(id) => self.slurm().describe(id),
+            None => {
+                let found = self.look_for_job(Duration::ZERO).ok().flatten();
+                if found.is_some() {
+                    let _ = self.store.write_record(&self.rec);
+                }
+                found
+            }
+        };
+        self.saw_slurm_job(job, output);
+    }
+
+    /// What a look at the job found (`None`: no answer): pending, or running from then on.
+    fn saw_slurm_job(&mut self, job: Option<SlurmJob>, output: bool) {
+        let pending = match &job {
+            _ if output => None,
+            Some(job) => job.pending_reason(),
+            None => self.rec.slurm_pending.clone(),
+        };
         if pending.is_none() {
-            self.slurm_look = None;
-            self.release_deadline(job.started_s);
+            self.release_deadline(job.as_ref().and_then(|j| j.started_s));
+            // Once it runs, nothing more to look at but a job not found yet.
+            if self.rec.slurm_job.is_some() {
+                self.slurm_look = None;
+            }
         }
         if pending != self.rec.slurm_pending {
             self.rec.slurm_pending = pending;
@@ -629,6 +662,11 @@ impl Supervisor {
                 .and_then(|_| slurm.signal(id, name, "TERM"));
             match sent {
                 Ok(()) => return,
+                // Cancelled while pending (or ended meanwhile): nothing left to signal.
+                Err(_) if slurm.describe(id).is_some_and(|j| !j.is_active()) => {
+                    self.slurm_cancelled = true;
+                    return;
+                }
                 // srun cancels the step itself then (at once).
                 Err(why) => eprintln!("agentctl supervisor: cannot signal Slurm job {id}: {why}"),
             }
@@ -661,12 +699,12 @@ impl Supervisor {
         if self.log.look_at.is_some_and(|t| now >= t) {
             self.log.look();
             // Output while Slurm was said to hold the job pending: it runs.
-            if self.slurm_look.is_some() && self.log.size() > self.rec.run_start {
-                self.look_at_slurm_job();
+            if self.rec.slurm_pending.is_some() && self.log.size() > self.rec.run_start {
+                self.look_at_slurm_job(true);
             }
         }
         if self.slurm_look.is_some_and(|(at, _)| now >= at) {
-            self.look_at_slurm_job();
+            self.look_at_slurm_job(false);
         }
         if self.log.due.is_some_and(|d| now >= d) {
             self.log.publish();
@@ -709,14 +747,16 @@ impl Supervisor {
         // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
         self.rec.slurm_pending = None;
         if let (None, Some(id)) = (self.stop, self.rec.slurm_job) {
-            let job = self.slurm().ended(id, SLURM_COMPLETES_IN, code == Some(0));
-            if job.as_ref().is_some_and(|j| j.state == "COMPLETING") {
-                self.add_note(format!(
-                    "Slurm was still completing job {id} after {}s: its end is the agent's exit",
-                    SLURM_COMPLETES_IN.as_secs()
-                ));
-            }
-            match job.and_then(|j| j.end()) {
+            // srun passes on Slurm's word of an end Slurm made (`*** STEP 7.0 ON n1 CANCELLED AT
+            // … ***`): only then is its final state (shown once it is no longer `COMPLETING`)
+            // worth a wait.
+            let said = SlurmEnd::said_in(id, &self.log.tail(self.rec.run_start, OUTPUT_WINDOW));
+            let job = self.slurm().ended(id, if said.is_some() { SLURM_COMPLETES_IN } else { Duration::ZERO });
+            let end = match &job {
+                Some(j) if j.state != "COMPLETING" => j.end(),
+                _ => job.as_ref().and_then(SlurmJob::end).or(said),
+            };
+            match end {
                 Some(SlurmEnd::Expired(why)) => {
                     outcome = Outcome::Expired { exit_code: code, signal };
                     self.add_note(why);

@@ -2,8 +2,10 @@
 //! its processes, its cancellation. Slurm's own commands do it (`squeue`, `scancel`), each
 //! given a time limit: a controller that does not answer delays a halt, never stops it.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::os::fd::AsFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -11,25 +13,27 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::store::Store;
-use crate::task::{Backend, SlurmJob, Token};
+use crate::task::{Backend, SlurmJob, TaskSpec, Token};
 
 /// What `squeue` is asked to print of a job: id, state, reason, node, start time (in seconds
-/// since the epoch, by `SLURM_TIME_FORMAT`).
-const FORMAT: &str = "--format=%i|%T|%r|%N|%S";
+/// since the epoch, by `SLURM_TIME_FORMAT`), name (last: it may hold a `|`).
+const FORMAT: &str = "--format=%i|%T|%r|%N|%S|%j";
 
 /// The longest one of Slurm's commands may take (its own default for a message is 10 s).
 const ANSWER_IN: Duration = Duration::from_secs(15);
 
 /// Slurm's commands of a task: those beside the `srun` that submitted its job (a template's
-/// PATH may name a Slurm that the caller's does not), else those on PATH.
+/// PATH may name a Slurm that the caller's does not), else those on PATH, with the task's
+/// variables (its template's `SLURM_CONF`, say) as srun had them.
 pub struct Slurm {
     dir: Option<PathBuf>,
+    env: BTreeMap<String, String>,
 }
 
 impl Slurm {
-    /// The commands beside `srun` (the task's `program`), if it is known.
-    pub fn beside(srun: Option<&Path>) -> Slurm {
-        Slurm { dir: srun.and_then(Path::parent).map(Path::to_owned) }
+    /// The commands of the task whose spec is `spec`.
+    pub fn of(spec: &TaskSpec) -> Slurm {
+        Slurm { dir: spec.program.as_deref().and_then(Path::parent).map(Path::to_owned), env: spec.env.clone() }
     }
 
     /// The job named `name`, once Slurm lists it among the user's (srun submits it as it
@@ -63,19 +67,19 @@ impl Slurm {
         out.lines().filter_map(parse).find(|j| j.job_id == id)
     }
 
-    /// What Slurm says of job `id` once its step has ended: its final state, with a `COMPLETING`
-    /// job (its processes still being ended, an epilog running) waited for up to `limit`,
-    /// unless its agent `succeeded` (exit 0) and no time limit was reached: the end that is
-    /// then all but certain (`COMPLETED`) is not worth the wait.
-    pub fn ended(&self, id: u64, limit: Duration, succeeded: bool) -> Option<SlurmJob> {
+    /// What Slurm says of job `id` once its step has ended, with a `COMPLETING` job (its
+    /// processes still being ended, an epilog running: its final state is not shown yet) looked
+    /// at again, less often each time, for up to `limit`.
+    pub fn ended(&self, id: u64, limit: Duration) -> Option<SlurmJob> {
         let end = Instant::now() + limit;
+        let mut every = Duration::from_millis(20);
         loop {
             let job = self.describe(id);
-            let known = job.as_ref().is_none_or(|j| j.state != "COMPLETING" || (succeeded && j.reason != "TimeLimit"));
-            if known || Instant::now() >= end {
+            if job.as_ref().is_none_or(|j| j.state != "COMPLETING") || Instant::now() + every > end {
                 return job;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(every);
+            every = (every * 2).min(Duration::from_millis(500));
         }
     }
 
@@ -107,18 +111,20 @@ impl Slurm {
     }
 
     fn command(&self, name: &str) -> Command {
-        match self.dir.as_ref().map(|d| d.join(name)).filter(|p| p.is_file()) {
+        let mut c = match self.dir.as_ref().map(|d| d.join(name)).filter(|p| p.is_file()) {
             Some(path) => Command::new(path),
             None => Command::new(name),
-        }
+        };
+        c.envs(&self.env);
+        c
     }
 }
 
 /// Task `token`'s Slurm commands and job name, as its spec says (`None`: a local task).
 pub fn of_task(store: &Store, token: Token) -> Option<(Slurm, String)> {
     let spec = store.read_spec(token).ok()?;
-    match spec.backend {
-        Backend::Slurm { job_name } => Some((Slurm::beside(spec.program.as_deref()), job_name)),
+    match &spec.backend {
+        Backend::Slurm { job_name } => Some((Slurm::of(&spec), job_name.clone())),
         Backend::Local => None,
     }
 }
@@ -131,7 +137,13 @@ pub fn cancel_for_task(store: &Store, token: Token) -> Option<String> {
         return Some(format!("its Slurm job {id} was left: the task's spec cannot be read; run `scancel {id}`"));
     };
     Some(match slurm.cancel(id, &name, false) {
-        Ok(()) => format!("its Slurm job {id} was cancelled"),
+        // scancel says nothing of an id whose job has another name: it is spared.
+        Ok(()) => match slurm.describe(id) {
+            Some(job) if job.name != name => {
+                format!("its Slurm job {id} was gone: Slurm has given the id to another job (left alone)")
+            }
+            _ => format!("its Slurm job {id} was cancelled"),
+        },
         Err(why) => match slurm.describe(id) {
             Some(job) if !matches!(job.state.as_str(), "PENDING" | "RUNNING" | "SUSPENDED") => {
                 format!("its Slurm job {id} had ended ({})", job.state.to_lowercase())
@@ -149,26 +161,39 @@ fn parse(line: &str) -> Option<SlurmJob> {
     let (state, reason, node) = (f.next()?, f.next().unwrap_or_default(), f.next().unwrap_or_default());
     // A pending job's is when Slurm expects to start it, if it knows.
     let started_s = f.next().and_then(|s| s.parse().ok()).filter(|_| state != "PENDING");
-    Some(SlurmJob { job_id, state, reason, node, started_s })
+    let name = f.collect::<Vec<_>>().join("|");
+    Some(SlurmJob { job_id, state, reason, node, started_s, name })
 }
 
 /// Run `c` to its end within `limit`: its stdout, or what went wrong (its stderr's last line).
-/// One that takes longer is killed.
+/// One that takes longer is killed, with whatever it started (its own process group).
 fn output_within(c: &mut Command, limit: Duration) -> Result<String, String> {
     let what = c.get_program().to_string_lossy().into_owned();
     let mut child = c
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
+        .process_group(0)
         .spawn()
         .map_err(|e| format!("cannot run {what}: {e}"))?;
-    let read = read_within(&mut child, Instant::now() + limit);
-    let Ok((out, err)) = read else {
-        let _ = child.kill();
+    let deadline = Instant::now() + limit;
+    let read = read_within(&mut child, deadline);
+    // Its outputs closed, it may still be on its way out: waited for until the deadline too.
+    let status = read.as_ref().ok().and_then(|_| {
+        loop {
+            match child.try_wait() {
+                Ok(Some(status)) => break Some(status),
+                Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(5)),
+                _ => break None,
+            }
+        }
+    });
+    let (Ok((out, err)), Some(status)) = (read, status) else {
+        // SAFETY: killpg on the process group this child leads (it is not reaped yet).
+        unsafe { libc::killpg(child.id() as i32, libc::SIGKILL) };
         let _ = child.wait();
         return Err(format!("{what} gave no answer within {}s", limit.as_secs()));
     };
-    let status = child.wait().map_err(|e| format!("cannot wait for {what}: {e}"))?;
     if status.success() {
         return Ok(String::from_utf8_lossy(&out).into_owned());
     }
@@ -236,8 +261,9 @@ mod tests {
             (12, "PENDING", "Resources", "")
         );
         assert_eq!(job.started_s, None);
-        let job = parse("13|RUNNING|None|vm|1795409561").unwrap();
+        let job = parse("13|RUNNING|None|vm|1795409561|agentctl-abc123-0a|b").unwrap();
         assert_eq!((job.node.as_str(), job.started_s), ("vm", Some(1_795_409_561)));
+        assert_eq!(job.name, "agentctl-abc123-0a|b");
         assert_eq!(parse("14|RUNNING|None|vm|N/A").unwrap().started_s, None);
         assert_eq!(parse("garbage"), None);
         assert_eq!(parse(""), None);
@@ -259,5 +285,11 @@ mod tests {
         assert!(
             output_within(&mut Command::new("/nonexistent/squeue"), ANSWER_IN).unwrap_err().starts_with("cannot run")
         );
+        // Done, but something it started holds its outputs open: ended with it at the limit.
+        let t0 = Instant::now();
+        let held =
+            output_within(Command::new("sh").args(["-c", "sleep 30 & echo started"]), Duration::from_millis(300));
+        assert!(held.unwrap_err().contains("no answer"));
+        assert!(t0.elapsed() < Duration::from_secs(20));
     }
 }

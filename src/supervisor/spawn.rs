@@ -241,6 +241,11 @@ impl Exec {
                 env.remove(OsStr::new(v));
             }
         }
+        if matches!(spec.backend, crate::task::Backend::Slurm { .. }) {
+            // A launcher inside a Slurm job (an agent on a node, a batch script): the task's
+            // job is its own, not a step of that one.
+            env.retain(|k, _| !k.to_str().is_some_and(crate::task::is_allocation_variable));
+        }
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
         let args = spec.argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env

@@ -52,6 +52,38 @@ impl Backend {
     }
 }
 
+/// Whether environment variable `name` describes the Slurm job (or step) the launcher runs in,
+/// which srun would otherwise run the agent in as a step of its own, with that job's resources
+/// and time: a task's job is its own. (A user's defaults, like `SLURM_ACCOUNT`, stay.)
+pub fn is_allocation_variable(name: &str) -> bool {
+    const NAMES: &[&str] = &[
+        "SLURM_JOBID",
+        "SLURM_STEPID",
+        "SLURM_NODELIST",
+        "SLURM_NNODES",
+        "SLURM_NTASKS",
+        "SLURM_NPROCS",
+        "SLURM_NTASKS_PER_NODE",
+        "SLURM_TASKS_PER_NODE",
+        "SLURM_CPUS_ON_NODE",
+        "SLURM_CPUS_PER_TASK",
+        "SLURM_MEM_PER_NODE",
+        "SLURM_MEM_PER_CPU",
+        "SLURM_GPUS_ON_NODE",
+        "SLURM_NODEID",
+        "SLURM_PROCID",
+        "SLURM_LOCALID",
+        "SLURM_TASK_PID",
+        "SLURM_GTIDS",
+        "SLURM_DISTRIBUTION",
+        "SLURM_SRUN_COMM_HOST",
+        "SLURM_SRUN_COMM_PORT",
+        "SLURM_LAUNCH_NODE_IPADDR",
+        "SLURM_OVERLAP",
+    ];
+    name.starts_with("SLURM_JOB_") || name.starts_with("SLURM_STEP_") || NAMES.contains(&name)
+}
+
 /// A pending job's reason before Slurm has given one.
 const NOT_SCHEDULED: &str = "not scheduled yet";
 
@@ -117,6 +149,9 @@ pub struct SlurmJob {
     /// When it started running (seconds since the epoch).
     #[serde(skip)]
     pub started_s: Option<u64>,
+    /// Its name.
+    #[serde(skip)]
+    pub name: String,
 }
 
 /// How Slurm ended a job agentctl did not stop, where that is more than how its agent exited.
@@ -131,7 +166,37 @@ pub enum SlurmEnd {
     Failed(String),
 }
 
+impl SlurmEnd {
+    /// How Slurm ended job `id`, as srun passed Slurm's word on into the agent's `output`
+    /// (`slurmstepd: error: *** STEP 7.0 ON n1 CANCELLED AT 2026-… DUE TO TIME LIMIT ***`):
+    /// for a job whose final state Slurm does not show yet (`COMPLETING`).
+    pub fn said_in(id: u64, output: &[u8]) -> Option<SlurmEnd> {
+        let text = String::from_utf8_lossy(output);
+        let (step, job) = (format!("*** STEP {id}."), format!("*** JOB {id} "));
+        let line =
+            text.lines().rev().find(|l| (l.contains(&step) || l.contains(&job)) && l.contains(" CANCELLED AT "))?;
+        Some(if line.contains("DUE TO TIME LIMIT") {
+            SlurmEnd::Expired(format!("Slurm ended job {id} at its time limit"))
+        } else if line.contains("DUE TO PREEMPTION") {
+            SlurmEnd::Failed(format!("Slurm preempted job {id}: a job of higher priority took its resources"))
+        } else if line.contains("DUE TO NODE FAILURE") {
+            SlurmEnd::Failed(format!("Slurm job {id} ended because its node failed"))
+        } else if line.contains("DUE TO") {
+            SlurmEnd::Failed(format!("Slurm ended job {id}: {}", line.trim()))
+        } else {
+            SlurmEnd::Cancelled(format!(
+                "its Slurm job {id} was cancelled outside agentctl (scancel, by a user or an administrator)"
+            ))
+        })
+    }
+}
+
 impl SlurmJob {
+    /// Whether Slurm may still run it (or does).
+    pub fn is_active(&self) -> bool {
+        matches!(self.state.as_str(), "PENDING" | "RUNNING" | "SUSPENDED" | "CONFIGURING" | "REQUEUED" | "RESIZING")
+    }
+
     /// Why Slurm holds the job pending (`Resources`, `Priority`…), while it does.
     pub fn pending_reason(&self) -> Option<String> {
         (self.state == "PENDING").then(|| match self.reason.as_str() {
@@ -229,6 +294,16 @@ mod tests {
     }
 
     #[test]
+    fn the_launchers_own_job_is_not_passed_on() {
+        for v in ["SLURM_JOB_ID", "SLURM_JOBID", "SLURM_STEP_ID", "SLURM_NODELIST", "SLURM_CPUS_PER_TASK"] {
+            assert!(is_allocation_variable(v), "{v}");
+        }
+        for v in ["SLURM_CONF", "SLURM_ACCOUNT", "SLURM_PARTITION", "PATH"] {
+            assert!(!is_allocation_variable(v), "{v}");
+        }
+    }
+
+    #[test]
     fn a_pool_gives_what_a_template_leaves_unset() {
         let pool = SlurmSettings {
             partition: Some("batch".into()),
@@ -250,7 +325,7 @@ mod tests {
             state: state.into(),
             reason: reason.into(),
             node: "n1".into(),
-            started_s: None,
+            ..SlurmJob::default()
         };
         assert_eq!(
             job("TIMEOUT", "TimeLimit").end(),
@@ -268,6 +343,28 @@ mod tests {
             assert_eq!(job(ended_as_its_agent, "NonZeroExitCode").end(), None, "{ended_as_its_agent}");
         }
         assert_eq!(job("PENDING", "None").pending_reason().as_deref(), Some("not scheduled yet"));
+        assert!(job("RUNNING", "None").is_active() && !job("COMPLETING", "None").is_active());
         assert_eq!(job("RUNNING", "None").pending_reason(), None);
+    }
+
+    #[test]
+    fn slurms_word_in_the_output_tells_an_end_it_made() {
+        let out = |line: &str| format!("working\nslurmstepd-n1: error: {line}\nsrun: error: n1: task 0: Terminated\n");
+        let said = |line: &str| SlurmEnd::said_in(7, out(line).as_bytes());
+        assert!(matches!(
+            said("*** STEP 7.0 ON n1 CANCELLED AT 2026-11-23T04:59:40 DUE TO TIME LIMIT ***"),
+            Some(SlurmEnd::Expired(_))
+        ));
+        assert!(matches!(
+            said("*** JOB 7 ON n1 CANCELLED AT 2026-11-23T04:59:40 DUE TO PREEMPTION ***"),
+            Some(SlurmEnd::Failed(_))
+        ));
+        assert!(matches!(
+            said("*** STEP 7.0 ON n1 CANCELLED AT 2026-11-23T04:59:40 ***"),
+            Some(SlurmEnd::Cancelled(_))
+        ));
+        // Another job's, or no such line.
+        assert_eq!(said("*** STEP 70.0 ON n1 CANCELLED AT 2026-11-23T04:59:40 ***"), None);
+        assert_eq!(SlurmEnd::said_in(7, b"all done\n"), None);
     }
 }

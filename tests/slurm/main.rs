@@ -38,13 +38,25 @@ impl Deref for Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        let open: Vec<String> = {
+        if !self.home.path().join("agentctl.db").exists() {
+            return;
+        }
+        let tasks: Vec<(String, bool, String)> = {
             let db = self.home.db();
-            let mut stmt = db.prepare("SELECT token FROM tasks WHERE ended_at_ms IS NULL").unwrap();
-            stmt.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+            let mut stmt = db.prepare("SELECT token, ended_at_ms IS NULL, spec FROM tasks").unwrap();
+            stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
         };
-        for token in open {
-            let _ = self.home.cmd().args(["halt", &token, "--grace", "1s"]).output();
+        for (token, open, spec) in tasks {
+            if open {
+                let _ = self.home.cmd().args(["halt", &token, "--grace", "1s"]).output();
+            }
+            // And whatever job of it Slurm may still run (a test that failed half-way).
+            if let Some(name) = serde_json::from_str::<Value>(&spec)
+                .ok()
+                .and_then(|s| s["backend"]["job_name"].as_str().map(String::from))
+            {
+                let _ = Command::new("scancel").args(["--quiet", &format!("--name={name}")]).output();
+            }
         }
     }
 }
@@ -104,15 +116,20 @@ fn agents() -> Home {
     let h = Home::new();
     std::fs::create_dir_all(h.path()).unwrap();
     let answer = ANSWER;
-    let trap = format!(
-        r#"["sh", "-c", "trap 'echo got TERM >> {}; exit 3' TERM; echo started; while :; do sleep 0.1; done"]"#,
-        h.path().join("trapped").display()
-    );
+    let trap = |code: u8| {
+        format!(
+            r#"["sh", "-c", "trap 'echo got TERM >> {}; exit {code}' TERM; echo started; while :; do sleep 0.1; done"]"#,
+            h.path().join("trapped").display()
+        )
+    };
     std::fs::write(
         h.path().join("agents.toml"),
         format!(
             "[agents.here]\ncommand = {answer}\n\n[agents.there]\ncommand = {answer}\nbackend = \"slurm\"\n\
-             [agents.there.slurm]\ncpus = 1\n\n[agents.trap]\ncommand = {trap}\nbackend = \"slurm\"\n"
+             [agents.there.slurm]\ncpus = 1\n\n[agents.trap]\ncommand = {}\nbackend = \"slurm\"\ntimeout = \"5m\"\n\n\
+             [agents.trap0]\ncommand = {}\nbackend = \"slurm\"\ntimeout = \"5m\"\n",
+            trap(3),
+            trap(0)
         ),
     )
     .unwrap();
@@ -237,7 +254,7 @@ fn a_job_slurm_holds_pending_is_queued_with_its_reason_keeps_its_pools_place_and
     add_agents(
         &h,
         &format!(
-            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.hog.slurm]\ncpus = {}\n\n\
+            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\ntimeout = \"5m\"\n[agents.hog.slurm]\ncpus = {}\n\n\
              [agents.pooled]\ncommand = {ANSWER}\npool = \"cluster\"\n\n\
              [pools.cluster]\nparallel = 1\nbackend = \"slurm\"\n[pools.cluster.slurm]\ncpus = 1\n\n\
              [agents.late]\ncommand = [\"sh\", \"-c\", \"echo started; sleep 300\"]\nbackend = \"slurm\"\ntimeout = \"2s\"\n",
@@ -307,13 +324,35 @@ fn a_job_past_its_slurm_time_limit_ends_the_task_expired_with_slurms_reason() {
 #[test]
 fn a_scancel_from_outside_ends_the_task_cancelled_saying_so() {
     let h = home();
-    let token = start(&h, "trap", "x");
+    // Even when its agent exits 0 on the SIGTERM, while Slurm shows the job COMPLETING (its
+    // epilog runs).
+    let token = start(&h, "trap0", "x");
     let job = running_job(&h, &token);
     assert!(Command::new("scancel").arg(job.to_string()).status().unwrap().success());
     let v = h.run(&["--json", "await", &token], 1).json();
-    assert_eq!(v["status"], "cancelled", "{v}");
+    assert_eq!((&v["status"], &v["exit_code"]), (&"cancelled".into(), &0.into()), "{v}");
     let note = v["note"].as_str().unwrap();
     assert!(note.contains(&format!("its Slurm job {job} was cancelled outside agentctl")), "{v}");
+}
+
+#[test]
+fn a_launcher_inside_a_slurm_job_gives_its_task_a_job_of_its_own() {
+    let h = home();
+    // An agent on a node (or a batch script) launches: its environment names its own job.
+    let outer = start(&h, "trap", "outer");
+    let outer_job = running_job(&h, &outer);
+    let id = outer_job.to_string();
+    let out = h
+        .cmd()
+        .args(["--json", "ask", "there", "inner", "--sync"])
+        .envs([("SLURM_JOB_ID", id.as_str()), ("SLURM_JOBID", id.as_str()), ("SLURM_STEP_ID", "0")])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    let inner_job = h.status(v["token"].as_str().unwrap())["slurm"]["job_id"].as_u64();
+    assert!(inner_job.is_some_and(|j| j != outer_job), "{inner_job:?} beside {outer_job}");
+    h.run(&["halt", &outer, "--grace", "1s"], 0);
 }
 
 #[test]
@@ -372,7 +411,7 @@ fn a_pending_task_stays_queued_while_slurm_cannot_be_asked() {
     add_agents(
         &h,
         &format!(
-            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.hog.slurm]\ncpus = {}\n\n\
+            "[agents.hog]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\ntimeout = \"5m\"\n[agents.hog.slurm]\ncpus = {}\n\n\
              [agents.far]\ncommand = {ANSWER}\nbackend = \"slurm\"\nenv = {{ PATH = \"{path}\" }}\n",
             nproc()
         ),
