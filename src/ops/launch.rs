@@ -276,10 +276,12 @@ pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskVi
 fn handed_back(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
     let token = rec.token;
     let mut v = TaskView::of(store, rec, true)?;
-    let state = if v.status == crate::task::Status::Queued {
-        "waits for a place in its pool, and runs in the background once it has one"
-    } else {
-        "is running in the background"
+    let state = match (&v.slurm_pending, v.status) {
+        (Some(why), _) => format!("waits for Slurm to run its job ({why}), and runs in the background once it does"),
+        (None, crate::task::Status::Queued) => {
+            "waits for a place in its pool, and runs in the background once it has one".to_owned()
+        }
+        _ => "is running in the background".to_owned(),
     };
     v.message = Some(format!(
         "Task {token} {state}. Await it to get its result (await blocks up to {} s; call it again to keep waiting), \

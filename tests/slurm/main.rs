@@ -264,7 +264,9 @@ fn a_job_slurm_holds_pending_is_queued_with_its_reason_keeps_its_pools_place_and
     let hog = start(&h, "hog", "all of it");
     running_job(&h, &hog);
 
-    let first = start(&h, "pooled", "first");
+    let handed = h.run(&["--json", "ask", "pooled", "first", "--async"], 0).json();
+    assert!(handed["message"].as_str().unwrap().contains("waits for Slurm to run its job"), "{handed}");
+    let first = handed["token"].as_str().unwrap().to_owned();
     wait_until(Duration::from_secs(30), "Slurm to say why it waits", || {
         h.status(&first)["slurm_pending"] == "Resources"
     });
