@@ -187,10 +187,10 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             }
             None => (None, cwd.clone()),
         };
-        // In its worktree, if it has one.
         // Unique beyond this home (tokens are six hex digits; squeue and scancel go by name
         // among all of the user's jobs).
         let job_name = format!("agentctl-{token}-{:08x}", crate::task::random_u64() as u32);
+        // In its worktree, if it has one.
         let (argv, backend) = match &slurm {
             None => (argv, Backend::Local),
             Some(s) => {

@@ -48,8 +48,9 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     // The agent dies with its supervisor (PDEATHSIG) unless it changed its credentials (a
     // setuid program); whatever of the task is left in its session is ended here.
     let untraced = "processes that left the task's session (setsid) could not be traced";
-    let cgroup = store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token));
-    let note = match (store.supervisor_id(token), &rec.started, &cgroup) {
+    let written = store.lock_note(token);
+    let cgroup = written.cgroup.filter(|cg| cgroup::is_tasks(cg, token));
+    let note = match (written.id, &rec.started, &cgroup) {
         (Some(id), started, _) => {
             let when = match (started, rec.queued) {
                 (Some(_), _) => "",
@@ -70,8 +71,8 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
     // A Slurm job is ended by its id and name, which no other job has.
-    let note = match crate::supervisor::slurm::cancel_for_task(store, token) {
-        Some(cancelled) => format!("{note}; {cancelled}"),
+    let note = match written.slurm_job {
+        Some(job) => format!("{note}; {}", crate::supervisor::slurm::cancel_for_task(store, token, job)),
         None => note,
     };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {
@@ -291,8 +292,9 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
 /// had ended after all (then it goes on to record and announce the end), kill the task's
 /// processes and the supervisor, and record `cancelled`. True if it ended the task itself.
 async fn take_over(store: &Store, token: Token) -> Result<bool> {
-    let Some(id) = store.supervisor_id(token) else { return Ok(false) };
-    let Some(stopped) = reach::stop(id, store.task_cgroup(token).filter(|cg| cgroup::is_tasks(cg, token))) else {
+    let written = store.lock_note(token);
+    let Some(id) = written.id else { return Ok(false) };
+    let Some(stopped) = reach::stop(id, written.cgroup.filter(|cg| cgroup::is_tasks(cg, token))) else {
         // Already gone: `refresh` finds the task lost or ended.
         return Ok(false);
     };
@@ -318,15 +320,12 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
             reached.describe()
         );
         // Its srun went with the rest; the job it submitted goes by its id.
-        if let Some(cancelled) = tokio::task::spawn_blocking({
+        if let Some(job) = written.slurm_job {
             let store = store.clone();
-            move || crate::supervisor::slurm::cancel_for_task(&store, token)
-        })
-        .await
-        .ok()
-        .flatten()
-        {
-            note.push_str(&format!("; {cancelled}"));
+            let cancel = move || crate::supervisor::slurm::cancel_for_task(&store, token, job);
+            if let Ok(cancelled) = tokio::task::spawn_blocking(cancel).await {
+                note.push_str(&format!("; {cancelled}"));
+            }
         }
         store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None, None)?;
     }

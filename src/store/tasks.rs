@@ -21,7 +21,7 @@ use super::db::{Conn, Pool, err};
 use super::home::{check_home, create_home, ensure_dir, locate_home};
 use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Role, Status, SupervisorId, TaskCgroup, TaskRecord, TaskSpec, Token};
+use crate::task::{LockNote, Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
 
 /// A home directory, created 0700, with a canonical path (no symlinks in it), and its store.
 #[derive(Clone, Debug)]
@@ -134,23 +134,14 @@ impl Store {
 
     /// Who supervises (or supervised) task `t`, as its supervisor wrote in the task's lock file.
     pub fn supervisor_id(&self, t: Token) -> Option<SupervisorId> {
-        SupervisorId::parse(&self.lock_text(t)?)
+        self.lock_note(t).id
     }
 
-    /// The cgroup of task `t`, as its supervisor wrote in the task's lock file before it
-    /// started the agent: known even if it never recorded anything else.
-    pub fn task_cgroup(&self, t: Token) -> Option<TaskCgroup> {
-        TaskCgroup::parse(&self.lock_text(t)?)
-    }
-
-    /// The Slurm job of task `t`, as its supervisor wrote in the task's lock file.
-    pub fn slurm_job(&self, t: Token) -> Option<u64> {
-        self.lock_text(t)?.lines().find_map(|l| l.strip_prefix("slurm-job ")?.trim().parse().ok())
-    }
-
-    fn lock_text(&self, t: Token) -> Option<String> {
-        let bytes = files::read(&self.lock_path(t), 16 * 1024).ok()?;
-        Some(String::from_utf8_lossy(&bytes).into_owned())
+    /// What task `t`'s supervisor wrote in its lock file: who it is, and the task's cgroup and
+    /// Slurm job, known even if it never recorded anything else.
+    pub fn lock_note(&self, t: Token) -> LockNote {
+        let bytes = files::read(&self.lock_path(t), 16 * 1024).unwrap_or_default();
+        LockNote::parse(&String::from_utf8_lossy(&bytes))
     }
 
     /// The supervisor's control socket.

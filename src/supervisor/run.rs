@@ -29,15 +29,12 @@ use super::unix::{
 use crate::error::{IoContext, Result};
 use crate::store::Store;
 use crate::task::{
-    Backend, Containment, OUTPUT_WINDOW, Outcome, SlurmEnd, SlurmJob, Started, StopReason, SupervisorId, TaskCgroup,
+    Backend, Containment, LockNote, OUTPUT_WINDOW, Outcome, SlurmJob, Started, StopReason, SupervisorId, TaskCgroup,
     TaskRecord, TaskSpec, Token, unix_ms,
 };
 
 /// How long Slurm may take to list a job srun submitted.
 const SLURM_LISTS_IN: Duration = Duration::from_secs(10);
-/// How long a job whose step ended may stay `COMPLETING` (an epilog running) before its state
-/// is taken as it is.
-const SLURM_COMPLETES_IN: Duration = Duration::from_secs(5);
 /// How often Slurm is asked whether a pending job runs yet: at first, then half as often each
 /// time, down to `SLURM_LOOK_LAST` (each look is a query to the cluster's controller, whom a
 /// thousand pending tasks must not flood). Output from the agent is looked at sooner.
@@ -147,7 +144,7 @@ impl Supervisor {
         // Who we are, in the lock file, before any process of the task exists: whoever finds us
         // dead (or stopped) can then find the task's processes, however early that happens.
         let id = own_id();
-        mark_lock(&lock, id, None, None);
+        mark_lock(&lock, &LockNote { id, ..LockNote::default() });
         raise_fd_limit();
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
         // Started by an agent: out of its task's cgroup, as its own task is not part of that one
@@ -212,7 +209,7 @@ impl Supervisor {
         let (containment, contained) = match cgroup::create(token, std::process::id(), &spec.limits) {
             Ok(made) => {
                 // Beside our id in the lock file: whoever finds us dead ends the task through it.
-                mark_lock(&lock, id, Some(&made.cgroup), None);
+                mark_lock(&lock, &LockNote { id, cgroup: Some(made.cgroup.clone()), slurm_job: None });
                 let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
                 let events = cgroup::Events::open(&made.cgroup);
                 (containment, Some(Contained { since: cgroup::counters(&made.cgroup), made, events }))
@@ -295,8 +292,9 @@ impl Supervisor {
         // A run after a rate-limited one submits a job of the same name: the earlier ones, which
         // Slurm lists for a while after their end, are not it.
         self.slurm_seen.extend(self.rec.slurm_job.take());
-        self.rec.slurm_pending = self.spec.backend.pending_at_start();
-        self.slurm_look = Some((Instant::now(), Duration::ZERO));
+        self.slurm_cancelled = false;
+        // Until a look finds it running (the run's record says it is pending already).
+        self.slurm_look = Some((Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
         // Only a first run's: a later one's deadline is the task's, already counting.
         if self.rec.retries == 0 && self.deadline.is_some() {
             (self.deadline, self.deadline_held) = (None, true);
@@ -308,7 +306,6 @@ impl Supervisor {
             // signalled srun cancels its step).
             Err(why) => self.add_note(format!("cannot find the task's Slurm job yet: {why}")),
         }
-        self.slurm_look = self.slurm_look.map(|_| (Instant::now() + SLURM_LOOK_FIRST, SLURM_LOOK_FIRST));
         if let Err(e) = self.store.write_record(&self.rec) {
             eprintln!("agentctl supervisor: cannot record the Slurm job: {e}");
         }
@@ -326,7 +323,8 @@ impl Supervisor {
         let job = Slurm::of(&self.spec).find(job_name, limit, srun_runs, &self.slurm_seen)?;
         if let Some(job) = &job {
             self.rec.slurm_job = Some(job.job_id);
-            mark_lock(&self.lock, self.id, self.cgroup(), self.rec.slurm_job);
+            let note = LockNote { id: self.id, cgroup: self.cgroup().cloned(), slurm_job: self.rec.slurm_job };
+            mark_lock(&self.lock, &note);
         }
         Ok(job)
     }
@@ -521,7 +519,6 @@ impl Supervisor {
         }
         let _ = self.store.write_record(&self.rec);
         // A new run is a new job.
-        (self.slurm_cancelled, self.slurm_look) = (false, None);
         self.find_slurm_job();
         true
     }
@@ -746,27 +743,13 @@ impl Supervisor {
         let mut outcome = Outcome::from_exit(code, signal, self.stop);
         // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
         self.rec.slurm_pending = None;
-        if let (None, Some(id)) = (self.stop, self.rec.slurm_job) {
-            // srun passes on Slurm's word of an end Slurm made (`*** STEP 7.0 ON n1 CANCELLED AT
-            // … ***`): only then is its final state (shown once it is no longer `COMPLETING`)
-            // worth a wait.
-            let said = SlurmEnd::said_in(id, &self.log.tail(self.rec.run_start, OUTPUT_WINDOW));
-            let job = self.slurm().ended(id, if said.is_some() { SLURM_COMPLETES_IN } else { Duration::ZERO });
-            let end = match &job {
-                Some(j) if j.state != "COMPLETING" => j.end(),
-                _ => job.as_ref().and_then(SlurmJob::end).or(said),
-            };
-            match end {
-                Some(SlurmEnd::Expired(why)) => {
-                    outcome = Outcome::Expired { exit_code: code, signal };
-                    self.add_note(why);
-                }
-                Some(SlurmEnd::Cancelled(why)) => {
-                    outcome = Outcome::Cancelled { exit_code: code, signal };
-                    self.add_note(why);
-                }
-                Some(SlurmEnd::Failed(why)) => outcome = Outcome::Failed { exit_code: code, signal, error: Some(why) },
-                None => {}
+        if let (None, Some(id)) = (self.stop, self.rec.slurm_job)
+            && let Some(end) = self.slurm().how_it_ended(id, &self.log.tail(self.rec.run_start, OUTPUT_WINDOW))
+        {
+            let note;
+            (outcome, note) = end.outcome(code, signal);
+            if let Some(note) = note {
+                self.add_note(note);
             }
         }
         if let Some(c) = &self.contained {
@@ -843,18 +826,16 @@ impl Supervisor {
     }
 }
 
-/// Write into the task's lock file what whoever finds this supervisor dead needs: its id, the
-/// task's cgroup and Slurm job, as far as they exist yet (each write holds what the last did,
-/// and more, but for a later run's job).
-fn mark_lock(lock: &OwnedFd, id: Option<SupervisorId>, cgroup: Option<&TaskCgroup>, slurm_job: Option<u64>) {
-    let mut text = id.map_or("\n".to_owned(), |id| id.to_line());
-    text.push_str(&cgroup.map(TaskCgroup::to_lines).unwrap_or_default());
-    text.extend(slurm_job.map(|job| format!("slurm-job {job}\n")));
-    if id.is_some() || cgroup.is_some() || slurm_job.is_some() {
-        // A later run's job replaces the earlier one's: nothing of a longer text is left after.
-        if rustix::io::pwrite(lock, text.as_bytes(), 0).is_ok() {
-            let _ = rustix::fs::ftruncate(lock, text.len() as u64);
-        }
+/// Write `note` into the task's lock file for whoever finds this supervisor dead (each write
+/// holds what the last did, and more, but for a later run's job).
+fn mark_lock(lock: &OwnedFd, note: &LockNote) {
+    if *note == LockNote::default() {
+        return;
+    }
+    let text = note.to_text();
+    // A later run's job replaces the earlier one's: nothing of a longer text is left after.
+    if rustix::io::pwrite(lock, text.as_bytes(), 0).is_ok() {
+        let _ = rustix::fs::ftruncate(lock, text.len() as u64);
     }
 }
 

@@ -13,11 +13,15 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::store::Store;
-use crate::task::{Backend, SlurmJob, TaskSpec, Token};
+use crate::task::{Backend, SlurmEnd, SlurmJob, TaskSpec, Token};
 
 /// What `squeue` is asked to print of a job: id, state, reason, node, start time (in seconds
 /// since the epoch, by `SLURM_TIME_FORMAT`), name (last: it may hold a `|`).
 const FORMAT: &str = "--format=%i|%T|%r|%N|%S|%j";
+
+/// How long a job whose step ended may stay `COMPLETING` (an epilog running) before its state
+/// is taken as it is.
+const COMPLETES_IN: Duration = Duration::from_secs(5);
 
 /// The longest one of Slurm's commands may take (its own default for a message is 10 s).
 const ANSWER_IN: Duration = Duration::from_secs(15);
@@ -70,7 +74,7 @@ impl Slurm {
     /// What Slurm says of job `id` once its step has ended, with a `COMPLETING` job (its
     /// processes still being ended, an epilog running: its final state is not shown yet) looked
     /// at again, less often each time, for up to `limit`.
-    pub fn ended(&self, id: u64, limit: Duration) -> Option<SlurmJob> {
+    fn ended(&self, id: u64, limit: Duration) -> Option<SlurmJob> {
         let end = Instant::now() + limit;
         let mut every = Duration::from_millis(20);
         loop {
@@ -80,6 +84,18 @@ impl Slurm {
             }
             std::thread::sleep(every);
             every = (every * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// How Slurm ended job `id` itself, if it did, its agent's `output` at hand: srun passes on
+    /// Slurm's word of such an end (`*** STEP 7.0 ON n1 CANCELLED AT … ***`), and only then is
+    /// the final state (shown once the job is no longer `COMPLETING`) worth a wait.
+    pub fn how_it_ended(&self, id: u64, output: &[u8]) -> Option<SlurmEnd> {
+        let said = SlurmEnd::said_in(id, output);
+        let job = self.ended(id, if said.is_some() { COMPLETES_IN } else { Duration::ZERO });
+        match &job {
+            Some(j) if j.state != "COMPLETING" => j.end(),
+            _ => job.as_ref().and_then(SlurmJob::end).or(said),
         }
     }
 
@@ -129,14 +145,13 @@ pub fn of_task(store: &Store, token: Token) -> Option<(Slurm, String)> {
     }
 }
 
-/// Cancel the Slurm job of task `token` whose supervisor is gone (its id as the lock file
-/// says), if it has one: what to note of it.
-pub fn cancel_for_task(store: &Store, token: Token) -> Option<String> {
-    let id = store.slurm_job(token)?;
+/// Cancel Slurm job `id` of task `token`, whose supervisor is gone (the id its lock file
+/// gives): what to note of it.
+pub fn cancel_for_task(store: &Store, token: Token, id: u64) -> String {
     let Some((slurm, name)) = of_task(store, token) else {
-        return Some(format!("its Slurm job {id} was left: the task's spec cannot be read; run `scancel {id}`"));
+        return format!("its Slurm job {id} was left: the task's spec cannot be read; run `scancel {id}`");
     };
-    Some(match slurm.cancel(id, &name, false) {
+    match slurm.cancel(id, &name, false) {
         // scancel says nothing of an id whose job has another name: it is spared.
         Ok(()) => match slurm.describe(id) {
             Some(job) if job.name != name => {
@@ -145,13 +160,11 @@ pub fn cancel_for_task(store: &Store, token: Token) -> Option<String> {
             _ => format!("its Slurm job {id} was cancelled"),
         },
         Err(why) => match slurm.describe(id) {
-            Some(job) if !matches!(job.state.as_str(), "PENDING" | "RUNNING" | "SUSPENDED") => {
-                format!("its Slurm job {id} had ended ({})", job.state.to_lowercase())
-            }
+            Some(job) if !job.is_active() => format!("its Slurm job {id} had ended ({})", job.state.to_lowercase()),
             None if why.contains("Invalid job id") => format!("its Slurm job {id} had ended"),
             _ => format!("its Slurm job {id} could not be cancelled ({why}); run `scancel {id}`"),
         },
-    })
+    }
 }
 
 /// One line of `FORMAT`.

@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use super::Bytes;
+use super::{Bytes, Outcome};
 
 /// A template's (or pool's) `backend`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -175,19 +175,30 @@ impl SlurmEnd {
         let (step, job) = (format!("*** STEP {id}."), format!("*** JOB {id} "));
         let line =
             text.lines().rev().find(|l| (l.contains(&step) || l.contains(&job)) && l.contains(" CANCELLED AT "))?;
-        Some(if line.contains("DUE TO TIME LIMIT") {
-            SlurmEnd::Expired(format!("Slurm ended job {id} at its time limit"))
-        } else if line.contains("DUE TO PREEMPTION") {
-            SlurmEnd::Failed(format!("Slurm preempted job {id}: a job of higher priority took its resources"))
-        } else if line.contains("DUE TO NODE FAILURE") {
-            SlurmEnd::Failed(format!("Slurm job {id} ended because its node failed"))
-        } else if line.contains("DUE TO") {
-            SlurmEnd::Failed(format!("Slurm ended job {id}: {}", line.trim()))
-        } else {
-            SlurmEnd::Cancelled(format!(
-                "its Slurm job {id} was cancelled outside agentctl (scancel, by a user or an administrator)"
-            ))
-        })
+        // The final state the line stands for, worded as Slurm's state would be.
+        let causes = [
+            ("DUE TO TIME LIMIT", "TIMEOUT"),
+            ("DUE TO PREEMPTION", "PREEMPTED"),
+            ("DUE TO NODE FAILURE", "NODE_FAIL"),
+        ];
+        let state = match causes.iter().find(|(cause, _)| line.contains(cause)) {
+            Some((_, state)) => state,
+            None if line.contains("DUE TO") => {
+                return Some(SlurmEnd::Failed(format!("Slurm ended job {id}: {}", line.trim())));
+            }
+            None => "CANCELLED",
+        };
+        SlurmJob { job_id: id, state: state.to_owned(), ..SlurmJob::default() }.end()
+    }
+
+    /// The task's outcome for an agent that exited with `exit_code` or by `signal`, and what
+    /// the end notes of it (a failure's words are its error instead).
+    pub fn outcome(self, exit_code: Option<i32>, signal: Option<i32>) -> (Outcome, Option<String>) {
+        match self {
+            SlurmEnd::Expired(why) => (Outcome::Expired { exit_code, signal }, Some(why)),
+            SlurmEnd::Cancelled(why) => (Outcome::Cancelled { exit_code, signal }, Some(why)),
+            SlurmEnd::Failed(why) => (Outcome::Failed { exit_code, signal, error: Some(why) }, None),
+        }
     }
 }
 

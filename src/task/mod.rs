@@ -19,7 +19,7 @@ pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};
 pub use outcome::{Outcome, Status, StopReason};
 pub use question::{MAX_QUESTION, Question, QuestionState, is_question_id, parse_choices, question_id};
-pub use record::{Ended, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
+pub use record::{Ended, LockNote, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
 pub use retry::{OUTPUT_WINDOW, RetryOn, RetryPolicy};
 pub use role::Role;
 pub use spec::{PoolRef, TaskSpec};

@@ -4,7 +4,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use super::{Containment, Outcome, Role, Status, Token};
+use super::{Containment, Outcome, Role, Status, TaskCgroup, Token};
 
 /// Milliseconds since the Unix epoch, the timestamp unit of records.
 pub fn unix_ms(t: SystemTime) -> u64 {
@@ -111,6 +111,34 @@ impl SupervisorId {
     }
 }
 
+/// What a supervisor keeps in its task's lock file for whoever finds it dead (or stopped): who
+/// it is (the first line), then the task's cgroup and Slurm job once they exist.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LockNote {
+    pub id: Option<SupervisorId>,
+    pub cgroup: Option<TaskCgroup>,
+    pub slurm_job: Option<u64>,
+}
+
+impl LockNote {
+    /// The lock file's text.
+    pub fn to_text(&self) -> String {
+        let mut text = self.id.map_or("\n".to_owned(), SupervisorId::to_line);
+        text.push_str(&self.cgroup.as_ref().map(TaskCgroup::to_lines).unwrap_or_default());
+        text.extend(self.slurm_job.map(|job| format!("slurm-job {job}\n")));
+        text
+    }
+
+    /// Read `to_text`'s text back (what cannot be read is `None`).
+    pub fn parse(text: &str) -> LockNote {
+        LockNote {
+            id: SupervisorId::parse(text),
+            cgroup: TaskCgroup::parse(text),
+            slurm_job: text.lines().find_map(|l| l.strip_prefix("slurm-job ")?.trim().parse().ok()),
+        }
+    }
+}
+
 impl TaskRecord {
     /// The task's current status.
     pub fn status(&self) -> Status {
@@ -186,6 +214,17 @@ mod tests {
         for junk in ["", "1 2 3", "42 41 1", "42 41 x 0", "42 41 1 zz", "42 41 1 0 9", "-5 41 1 0"] {
             assert_eq!(SupervisorId::parse(junk), None, "{junk:?}");
         }
+    }
+
+    #[test]
+    fn lock_notes_round_trip() {
+        let id = SupervisorId { pid: 42, sid: 41, start: 7, boot: 9 };
+        let cgroup = TaskCgroup { path: "/sys/fs/cgroup/agentctl/abc123.42".into(), v1: Vec::new() };
+        let note = LockNote { id: Some(id), cgroup: Some(cgroup), slurm_job: Some(77) };
+        assert_eq!(LockNote::parse(&note.to_text()), note);
+        let early = LockNote { id: Some(id), ..LockNote::default() };
+        assert_eq!(LockNote::parse(&early.to_text()), early);
+        assert_eq!(LockNote::parse(""), LockNote::default());
     }
 
     #[test]
