@@ -48,8 +48,8 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     // The agent dies with its supervisor (PDEATHSIG) unless it changed its credentials (a
     // setuid program); whatever of the task is left in its session is ended here.
     let untraced = "processes that left the task's session (setsid) could not be traced";
-    let written = store.lock_note(token);
-    let cgroup = written.cgroup.filter(|cg| cgroup::is_tasks(cg, token));
+    let written = lock_note(store, token);
+    let cgroup = written.cgroup;
     let note = match (written.id, &rec.started, &cgroup) {
         (Some(id), started, _) => {
             let when = match (started, rec.queued) {
@@ -288,13 +288,21 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
     Ok(v)
 }
 
+/// What task `token`'s lock file says, with its cgroup only if that is truly the task's: a lock
+/// file naming another task's cgroup is not followed.
+fn lock_note(store: &Store, token: Token) -> crate::task::LockNote {
+    let mut note = store.lock_note(token);
+    note.cgroup = note.cgroup.filter(|cg| cgroup::is_tasks(cg, token));
+    note
+}
+
 /// End a task whose supervisor did not carry out a halt: stop the supervisor; unless the task
 /// had ended after all (then it goes on to record and announce the end), kill the task's
 /// processes and the supervisor, and record `cancelled`. True if it ended the task itself.
 async fn take_over(store: &Store, token: Token) -> Result<bool> {
-    let written = store.lock_note(token);
+    let written = lock_note(store, token);
     let Some(id) = written.id else { return Ok(false) };
-    let Some(stopped) = reach::stop(id, written.cgroup.filter(|cg| cgroup::is_tasks(cg, token))) else {
+    let Some(stopped) = reach::stop(id, written.cgroup) else {
         // Already gone: `refresh` finds the task lost or ended.
         return Ok(false);
     };

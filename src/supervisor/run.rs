@@ -212,7 +212,8 @@ impl Supervisor {
                 mark_lock(&lock, &LockNote { id, cgroup: Some(made.cgroup.clone()), slurm_job: None });
                 let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
                 let events = cgroup::Events::open(&made.cgroup);
-                (containment, Some(Contained { since: cgroup::counters(&made.cgroup), made, events }))
+                // A new cgroup's limits have done nothing yet.
+                (containment, Some(Contained { since: cgroup::Counters::default(), made, events }))
             }
             Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
             Err(NoCgroup::Refused(why)) => {
@@ -498,7 +499,7 @@ impl Supervisor {
         };
         let _ = std::fs::remove_file(self.store.result_path(&self.rec.role, self.rec.token));
         if let Some(c) = self.contained.as_mut() {
-            c.since = cgroup::counters(&c.made.cgroup);
+            c.since = cgroup::counters(&c.made.cgroup, &self.spec.limits);
         }
         let pid = match out.and_then(|out| spawn_agent(&out, &self.spec, self.cgroup())) {
             Ok(pid) => pid,
@@ -532,8 +533,7 @@ impl Supervisor {
             let left = cgroup::procs(cg).len();
             if left > 0 {
                 signal_group(self.child, sig);
-                cgroup::signal_all(cg, sig);
-                cgroup::signal_all(cg, Signal::SIGCONT);
+                cgroup::signal_all(cg, &[sig, Signal::SIGCONT]);
             }
             return left;
         }
@@ -672,8 +672,7 @@ impl Supervisor {
         signal_group(self.child, Signal::SIGCONT);
         match self.cgroup() {
             Some(cg) => {
-                cgroup::signal_all(cg, Signal::SIGTERM);
-                cgroup::signal_all(cg, Signal::SIGCONT);
+                cgroup::signal_all(cg, &[Signal::SIGTERM, Signal::SIGCONT]);
             }
             None => {
                 for pid in descendants(Pid::this()) {

@@ -56,9 +56,9 @@ pub fn populated(cg: &TaskCgroup) -> bool {
     }
 }
 
-/// Send `sig` to every process of the cgroup, each through a pidfd opened while it is known to
-/// be there: a pid reused meanwhile is never signalled.
-pub fn signal_all(cg: &TaskCgroup, sig: Signal) {
+/// Send `sigs`, in order, to every process of the cgroup, each through a pidfd opened while it
+/// is known to be there: a pid reused meanwhile is never signalled.
+pub fn signal_all(cg: &TaskCgroup, sigs: &[Signal]) {
     let Some(name) = cg.path.file_name().and_then(|n| n.to_str()) else { return };
     let inside = format!("/{TASKS_DIR}/{name}");
     let member = |pid: i32| {
@@ -68,13 +68,17 @@ pub fn signal_all(cg: &TaskCgroup, sig: Signal) {
             })
         })
     };
-    let sig = rustix::process::Signal::from_named_raw(sig as i32).expect("a named signal");
+    let sigs: Vec<_> =
+        sigs.iter().map(|&s| rustix::process::Signal::from_named_raw(s as i32).expect("a named signal")).collect();
+    // One walk and one membership look per process, whatever the signals.
     for pid in procs(cg) {
         let Some(p) = rustix::process::Pid::from_raw(pid) else { continue };
         if let Ok(fd) = pidfd_open(p, PidfdFlags::empty())
             && member(pid)
         {
-            let _ = pidfd_send_signal(&fd, sig);
+            for &sig in &sigs {
+                let _ = pidfd_send_signal(&fd, sig);
+            }
         }
     }
 }
@@ -85,7 +89,7 @@ pub fn kill(cg: &TaskCgroup) {
     if let Err(e) = write_to(&cg.path.join("cgroup.kill"), "1")
         && e.kind() == ErrorKind::NotFound
     {
-        signal_all(cg, Signal::SIGKILL);
+        signal_all(cg, &[Signal::SIGKILL]);
     }
 }
 
@@ -104,7 +108,7 @@ pub fn kill_and_wait(cg: &TaskCgroup, limit: Duration) -> (usize, usize) {
 
 /// Wait until the cgroup is empty (woken by the kernel's notice on `cgroup.events`), at most
 /// `limit`: true if it is.
-pub fn wait_empty(cg: &TaskCgroup, limit: Duration) -> bool {
+fn wait_empty(cg: &TaskCgroup, limit: Duration) -> bool {
     let end = Instant::now() + limit;
     let Some(events) = Events::open(cg) else { return !cg.path.is_dir() };
     loop {
@@ -220,8 +224,12 @@ pub struct Counters {
     forks_refused: u64,
 }
 
-/// What the cgroup's limits have done so far.
-pub fn counters(cg: &TaskCgroup) -> Counters {
+/// What the cgroup's `limits` have done so far (nothing to read without a memory or pids
+/// limit).
+pub fn counters(cg: &TaskCgroup, limits: &Limits) -> Counters {
+    if limits.memory_bytes.is_none() && limits.pids.is_none() {
+        return Counters::default();
+    }
     let count = |file: &str, key: &str| {
         dirs(cg)
             .filter_map(|d| fs::read_to_string(d.join(file)).ok())
@@ -238,7 +246,7 @@ pub fn counters(cg: &TaskCgroup) -> Counters {
 /// What the task's limits did since `since` (its run's start), for its end: the OOM killer's
 /// kills and refused forks.
 pub fn limits_reached(cg: &TaskCgroup, limits: &Limits, since: Counters) -> Vec<String> {
-    let now = counters(cg);
+    let now = counters(cg, limits);
     let mut notes = Vec::new();
     let kills = now.oom_kills.saturating_sub(since.oom_kills);
     if let (Some(m), true) = (limits.memory_bytes, kills > 0) {
@@ -252,11 +260,6 @@ pub fn limits_reached(cg: &TaskCgroup, limits: &Limits, since: Counters) -> Vec<
         notes.push(format!("the task reached its pids limit ({p}): {refused} fork(s) failed"));
     }
     notes
-}
-
-/// Where `cg`'s directories are, for messages.
-pub fn describe(cg: &TaskCgroup) -> String {
-    dirs(cg).map(|d| d.display().to_string()).collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

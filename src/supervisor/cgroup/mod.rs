@@ -10,6 +10,6 @@ mod members;
 
 pub use make::{MODE_VARIABLE, Made, NoCgroup, create, leave_task_cgroups, mode_refuses};
 pub use members::{
-    Counters, Events, Usage, counters, describe, is_tasks, join_files, kill, kill_and_wait, limits_reached, populated,
-    procs, remove, resident, signal_all, usage, wait_empty,
+    Counters, Events, Usage, counters, is_tasks, join_files, kill, kill_and_wait, limits_reached, populated, procs,
+    remove, resident, signal_all, usage,
 };
