@@ -50,7 +50,7 @@ pub fn tokens(current: &OsStr) -> Vec<CompletionCandidate> {
         .iter()
         .filter(|t| t.token.as_str().starts_with(typed.as_ref()))
         .map(|t| {
-            let help = format!("{} {}: {}", t.role, t.status, t.question);
+            let help = format!("{} {}: {}", t.role, t.status(), t.preview);
             CompletionCandidate::new(t.token.as_str()).help(Some(help.into()))
         })
         .collect()

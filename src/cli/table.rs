@@ -4,9 +4,8 @@
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::term::{Paint, columns, fit, paint};
+use super::term::{Paint, columns, fit, paint, status_paint};
 use crate::ops::{TaskView, human_duration};
-use crate::task::Status;
 
 /// The widest a role is shown; longer ones are cut.
 const ROLE_MAX: usize = 12;
@@ -61,16 +60,6 @@ pub fn write(w: &mut dyn Write, views: &[TaskView], width: Option<usize>, colour
 /// `line` cut to `width` characters (no escapes in it).
 fn cut(line: &str, width: Option<usize>) -> String {
     width.map_or(line.to_owned(), |w| fit(line, w))
-}
-
-fn status_paint(s: Status) -> Paint {
-    match s {
-        Status::Completed => Paint::Green,
-        Status::Running | Status::Starting => Paint::Blue,
-        Status::Queued => Paint::Yellow,
-        Status::Cancelled | Status::Expired => Paint::Magenta,
-        Status::Failed | Status::Lost => Paint::Red,
-    }
 }
 
 /// When it started, in local time: the time alone today, the date too before; `-` before it

@@ -43,6 +43,18 @@ pub enum Paint {
     Magenta,
 }
 
+/// The colour of a status, in `list` and `top` alike.
+pub fn status_paint(s: crate::task::Status) -> Paint {
+    use crate::task::Status;
+    match s {
+        Status::Completed => Paint::Green,
+        Status::Running | Status::Starting => Paint::Blue,
+        Status::Queued => Paint::Yellow,
+        Status::Cancelled | Status::Expired => Paint::Magenta,
+        Status::Failed | Status::Lost => Paint::Red,
+    }
+}
+
 /// `text` in `paint` when `on`, else as it is.
 pub fn paint(on: bool, paint: Paint, text: &str) -> String {
     if !on {

@@ -60,13 +60,6 @@ pub struct Launch {
     pub pool: Option<String>,
 }
 
-/// Start a task and wait as asked: `launch`, then `settle`.
-pub async fn start(store: &Store, req: Launch) -> Result<TaskView> {
-    let wait = req.wait;
-    let rec = launch(store, req).await?;
-    settle(store, rec, wait).await
-}
-
 /// Start a task and return its record once its agent runs. Bad input and commands that cannot
 /// start are refused before (or, for exec errors, as) the task is created.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {

@@ -19,10 +19,10 @@ pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,
 };
-pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words, start};
+pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words};
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page, page_of};
 pub use prune::{PruneRule, Pruned, prune};
-pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, peek, placed, read_log, status};
+pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};

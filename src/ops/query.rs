@@ -12,7 +12,7 @@ use crate::store::files::{self, Access};
 use crate::store::{Page, Store};
 use crate::summary::{LineCleaner, clean_line};
 use crate::supervisor::reach;
-use crate::task::{Role, Status, Token};
+use crate::task::{Role, Status, TaskRecord, Token};
 
 /// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
@@ -112,15 +112,33 @@ pub fn list(store: &Store, filter: &ListFilter) -> Result<Listing> {
     Ok(Listing { tasks, more, keys })
 }
 
-/// The newest `limit` tasks as recorded, without looking whether their supervisors still live
-/// (which may record one `lost`): for a shell completing a token, which must change nothing.
-pub fn peek(store: &Store, limit: usize) -> Result<Vec<TaskView>> {
-    let page = Page { status: None, role: None, before: None, offset: 0, limit: Some(limit) };
-    store.page(&page)?.iter().map(|r| TaskView::of(store, r, false)).collect()
+/// The newest `limit` tasks' records, without looking whether their supervisors still live
+/// (which may record one `lost`), nor at their logs: for a shell completing a token, which must
+/// change nothing and answer at once.
+pub fn peek(store: &Store, limit: usize) -> Result<Vec<TaskRecord>> {
+    store.page(&Page { status: None, role: None, before: None, offset: 0, limit: Some(limit) })
+}
+
+/// What a live view shows: every open task and the newest `most` tasks, each view built once,
+/// with its pool and place in line (`placed`), after one look at whose supervisor died.
+pub fn live(store: &Store, most: usize) -> Result<Vec<TaskView>> {
+    refresh_open(store)?;
+    let mut recs = store.page(&Page { status: None, role: None, before: None, offset: 0, limit: Some(most) })?;
+    let shown: std::collections::HashSet<Token> = recs.iter().map(|r| r.token).collect();
+    for token in store.open_tokens()?.into_iter().filter(|t| !shown.contains(t)) {
+        match store.read_record(token) {
+            Ok(rec) => recs.push(rec),
+            Err(Error::UnknownToken { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut views = recs.iter().map(|r| TaskView::of(store, r, false)).collect::<Result<Vec<_>>>()?;
+    placed(store, &mut views)?;
+    Ok(views)
 }
 
 /// Fill in the pool and queue place of each open task of `views`, in one look at the store.
-pub fn placed(store: &Store, views: &mut [TaskView]) -> Result<()> {
+fn placed(store: &Store, views: &mut [TaskView]) -> Result<()> {
     let places = store.open_places()?;
     for v in views.iter_mut().filter(|v| !v.status.is_final()) {
         if let Some((_, pool, place)) = places.iter().find(|(t, _, _)| *t == v.token) {

@@ -71,7 +71,7 @@ pub struct Watch(Changes);
 impl Watch {
     /// Any write to the home's store (its files, the database's journal among them).
     pub fn home(store: &crate::store::Store) -> Result<Watch> {
-        Changes::watch(store.home()).map(Watch)
+        Watch::file(store.home())
     }
 
     /// Output written to a file (a task's log).

@@ -16,9 +16,8 @@ use tokio::sync::mpsc;
 
 use super::app::{Action, App, Mode};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, ListFilter, PageRequest, Watch, Window};
+use crate::ops::{self, PageRequest, Watch, Window};
 use crate::store::Store;
-use crate::task::Status;
 
 /// The most ended tasks the view loads (every open one is loaded).
 const MOST_ENDED: usize = 500;
@@ -51,7 +50,8 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
     let (mut tasks_stale, mut log_stale) = (true, true);
     loop {
         if tasks_stale {
-            match load(store) {
+            // Every open task, and the newest `MOST_ENDED` others.
+            match ops::live(store, MOST_ENDED) {
                 Ok(tasks) => {
                     log_stale |= app.set_tasks(tasks);
                 }
@@ -108,7 +108,8 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
             },
             () = changed(&mut home) => {
                 tokio::time::sleep(SETTLE).await;
-                (tasks_stale, log_stale) = (true, true);
+                // The selected log has a watch of its own, if it could have one.
+                (tasks_stale, log_stale) = (true, log_stale || log.is_none());
             }
             () = changed(&mut log) => {
                 tokio::time::sleep(SETTLE).await;
@@ -124,17 +125,6 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
     }
     screen.leave();
     Ok(ExitCode::SUCCESS)
-}
-
-/// Every open task of the home, and the newest `MOST_ENDED` ended ones, newest first.
-fn load(store: &Store) -> Result<Vec<ops::TaskView>> {
-    let mut tasks = ops::list(store, &ListFilter { limit: Some(MOST_ENDED), ..ListFilter::default() })?.tasks;
-    for status in [Status::Starting, Status::Running, Status::Queued] {
-        let open = ops::list(store, &ListFilter { status: Some(status), ..ListFilter::default() })?.tasks;
-        tasks.extend(open.into_iter().filter(|t| !tasks.iter().any(|s| s.token == t.token)).collect::<Vec<_>>());
-    }
-    ops::placed(store, &mut tasks)?;
-    Ok(tasks)
 }
 
 /// The selected task's last lines: enough for the pane, or for the log view.

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Cell, Clear, Paragraph, Row, Table, TableState, Wrap};
 
 use super::app::{App, Mode};
+use crate::cli::term::{Paint, status_paint};
 use crate::ops::{TaskView, human_duration};
 use crate::task::Status;
 
@@ -33,7 +34,10 @@ pub fn draw(f: &mut Frame, app: &App) {
             let role = app.selected().map_or(String::new(), |t| format!(" ({})", t.role));
             let text = vec![
                 Line::from(format!("Halt task {token}{role}?")),
-                Line::from("SIGTERM to all its processes, SIGKILL after 5 s."),
+                Line::from(format!(
+                    "SIGTERM to all its processes, SIGKILL after {} s.",
+                    crate::ops::DEFAULT_GRACE.as_secs()
+                )),
                 Line::from(""),
                 Line::from(vec![Span::styled("y", Style::new().bold()), Span::raw(" halt    any other key: keep it")]),
             ];
@@ -73,12 +77,13 @@ fn title_line(app: &App) -> Line<'_> {
 }
 
 fn status_style(s: Status) -> Style {
-    Style::new().fg(match s {
-        Status::Completed => Color::Green,
-        Status::Running | Status::Starting => Color::Blue,
-        Status::Queued => Color::Yellow,
-        Status::Cancelled | Status::Expired => Color::Magenta,
-        Status::Failed | Status::Lost => Color::Red,
+    Style::new().fg(match status_paint(s) {
+        Paint::Green => Color::Green,
+        Paint::Blue => Color::Blue,
+        Paint::Yellow => Color::Yellow,
+        Paint::Magenta => Color::Magenta,
+        Paint::Red => Color::Red,
+        Paint::Bold => Color::Reset,
     })
 }
 
