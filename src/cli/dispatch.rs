@@ -158,8 +158,9 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Halt(h) => {
             let (token, grace) = (Token::parse(&h.token)?, duration_or(h.grace.as_deref(), ops::DEFAULT_GRACE)?);
-            let v = ops::halt(&Store::existing(&home)?, token, grace, h.purge).await?;
-            out.task(&v);
+            // A task that had already ended is reported as it ended: nothing was stopped.
+            let halted = ops::halt_if_running(&Store::existing(&home)?, token, grace, h.purge).await?;
+            out.task(halted.view());
             Ok(ExitCode::SUCCESS)
         }
         Command::Status(s) => {

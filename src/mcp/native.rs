@@ -193,7 +193,7 @@ impl AgentctlServer {
         let t = self.handle(&p.task_id)?;
         let store = self.store.clone();
         let halting = tokio::spawn(async move {
-            match ops::halt_if_running(&store, t.token, ops::DEFAULT_GRACE).await {
+            match ops::halt_if_running(&store, t.token, ops::DEFAULT_GRACE, false).await {
                 Ok(Halted::Stopped(_) | Halted::AlreadyEnded(_)) => {}
                 Err(e) => eprintln!("agentctl mcp: task {} could not be halted: {}", t.token, e.message(Frontend::Mcp)),
             }

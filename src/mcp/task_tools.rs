@@ -180,7 +180,7 @@ impl AgentctlServer {
                 let token = Token::parse(&p.token)?;
                 // A halt blocks for its grace period: no longer than any other call.
                 let grace = self.options.max_wait.cap("grace_secs", p.grace_secs, ops::DEFAULT_GRACE)?;
-                Ok(match ops::halt_if_running(&self.store, token, grace.wait).await? {
+                Ok(match ops::halt_if_running(&self.store, token, grace.wait, false).await? {
                     Halted::Stopped(v) => {
                         let mut r = TaskResult::of(&v, None);
                         if let Some(note) = grace.note {
@@ -188,11 +188,9 @@ impl AgentctlServer {
                         }
                         result::task(r, Some(Status::Cancelled), self.options.budget)
                     }
-                    // Halting is idempotent here: the task's end is the answer, not an error.
+                    // Halting is idempotent: the task's end is the answer, not an error.
                     Halted::AlreadyEnded(v) => {
-                        let mut r = TaskResult::of(&v, None);
-                        r.add_note(format!("task {token} had already ended ({}); nothing was stopped", v.status));
-                        result::task(r, Some(v.status), self.options.budget)
+                        result::task(TaskResult::of(&v, None), Some(v.status), self.options.budget)
                     }
                 })
             }

@@ -49,8 +49,6 @@ fn refused_halts_exit_2_and_change_nothing() {
     let outside = h.path().parent().unwrap().join("x");
     let outside_before = outside.exists();
 
-    let r = h.run(&["halt", token], 2);
-    assert!(r.stderr.contains("already finished (completed)"), "{}", r.stderr);
     let r = h.run(&["halt", "abcdef"], 2);
     assert!(r.stderr.contains("no task abcdef"), "{}", r.stderr);
     let r = h.run(&["halt", "../x"], 2);
@@ -61,6 +59,27 @@ fn refused_halts_exit_2_and_change_nothing() {
     assert_eq!(h.record(token), before, "a refused halt changed the record");
     assert!(!h.path().join("x").exists());
     assert_eq!(outside.exists(), outside_before, "`../x` reached outside the home");
+}
+
+#[test]
+fn a_halt_of_an_ended_task_reports_how_it_ended_and_stops_nothing() {
+    let h = Home::new();
+    let done = h.run(&["--json", "run", "--", &fake_agent(), "fail", "3"], 1).json();
+    let token = done["token"].as_str().unwrap();
+    let before = h.record(token);
+    // As the MCP tool answers: the task as it ended, exit 0, and a note that nothing was stopped.
+    let r = h.run(&["halt", token], 0);
+    assert!(r.stdout.contains(&format!("task {token} (run) failed")), "{}", r.stdout);
+    assert!(r.stdout.contains("had already ended (failed); nothing was stopped"), "{}", r.stdout);
+    let v = h.run(&["--json", "halt", token], 0).json();
+    assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("failed"), Some(3)), "{v}");
+    assert!(v["note"].as_str().unwrap().contains("nothing was stopped"), "{v}");
+    assert_eq!(h.record(token), before, "a halt of an ended task changed its record");
+    // --purge still removes what it says it removes.
+    let log = v["log_path"].as_str().unwrap().to_owned();
+    let v = h.run(&["--json", "halt", token, "--purge"], 0).json();
+    assert!(v["note"].as_str().unwrap().contains("log and summary removed"), "{v}");
+    assert!(!std::path::Path::new(&log).exists());
 }
 
 #[test]
@@ -83,10 +102,11 @@ fn two_halts_at_once_leave_one_cancelled_record() {
     for child in spawned {
         let out = child.wait_with_output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
-        match out.status.code() {
-            Some(0) => cancelled += 1,
-            Some(2) => assert!(err.contains("already finished (cancelled)"), "{err}"),
-            other => panic!("halt exited {other:?}: {err}"),
+        assert_eq!(out.status.code(), Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["status"], "cancelled", "{v}");
+        if !v["note"].as_str().unwrap_or("").contains("nothing was stopped") {
+            cancelled += 1;
         }
     }
     assert!(cancelled >= 1, "neither halt reported the cancellation");
