@@ -174,9 +174,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let status = l.status.as_deref().map(Status::parse_filter).transpose()?;
             let role = l.role.as_deref().map(Role::parse).transpose()?;
             let filter = ListFilter { status, role, offset: l.offset, limit: l.limit, before: None };
-            let mut listing = ops::list(&Store::existing(&home)?, &filter)?;
-            // Printed oldest first, the newest last, as a log reads.
-            listing.tasks.reverse();
+            // Newest first, as every listing (top, MCP `list`, prune) shows tasks.
+            let listing = ops::list(&Store::existing(&home)?, &filter)?;
             let next = listing.more.then(|| l.offset + listing.tasks.len());
             let mut again = String::from("agentctl list");
             for (flag, value) in [("--status", &l.status), ("--role", &l.role)] {

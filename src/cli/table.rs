@@ -19,8 +19,8 @@ fn one_line(text: &str) -> &str {
     text.lines().next().unwrap_or("")
 }
 
-/// Print `views` (oldest first) as a table on `w`: the tasks not yet ended first, then the
-/// ended ones; each row cut to `width` characters when given, coloured when `colour`.
+/// Print `views` (newest first) as a table on `w`: the tasks not yet ended first, then the
+/// ended ones, each newest first; each row cut to `width` characters when given, coloured when `colour`.
 pub fn write(w: &mut dyn Write, views: &[TaskView], width: Option<usize>, colour: bool) -> io::Result<()> {
     let (active, ended): (Vec<&TaskView>, Vec<&TaskView>) = views.iter().partition(|v| !v.status.is_final());
     let rows: Vec<&TaskView> = active.into_iter().chain(ended).collect();

@@ -275,7 +275,7 @@ fn a_home_written_by_the_previous_release_opens_with_every_task_and_waiting_even
         .map(|t| (t["token"].as_str().unwrap(), t["status"].as_str().unwrap()))
         .collect();
     // The one whose supervisor was killed is found dead, as it would have been before.
-    assert_eq!(tasks, [("58a654", "completed"), ("68a936", "failed"), ("c49036", "completed"), ("0e03ed", "lost")]);
+    assert_eq!(tasks, [("0e03ed", "lost"), ("c49036", "completed"), ("68a936", "failed"), ("58a654", "completed")]);
     assert_eq!(h.run(&["--json", "status", "58a654"], 0).json()["summary"], "the first answer");
     let events = h.run(&["--json", "events"], 0).json();
     let seen: Vec<(u64, bool)> = events["events"]

@@ -17,15 +17,18 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     for word in ["TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES", "QUESTION"] {
         assert!(lines[0].contains(word), "{}", lines[0]);
     }
-    // The running task first, then the ended ones as they came.
+    // The running task first, then the ended ones, newest first (as top and MCP `list`).
     assert!(lines[1].contains(&running) && lines[1].contains("running"));
-    assert!(lines[2].contains("builder") && lines[2].contains("completed") && lines[2].contains("sleep 0 built"));
-    assert!(lines[3].contains("reviewer") && lines[3].contains("completed") && lines[3].contains("Is this fine?…"));
+    assert!(lines[2].contains("reviewer") && lines[2].contains("completed") && lines[2].contains("Is this fine?…"));
+    assert!(lines[3].contains("builder") && lines[3].contains("completed") && lines[3].contains("sleep 0 built"));
 
+    // --json: newest first, whatever the status.
     let v = h.run(&["--json", "list"], 0).json();
     assert_eq!(v["count"], 3);
     let tasks = v["tasks"].as_array().unwrap();
-    assert_eq!(tasks[1]["role"], "reviewer");
+    let roles: Vec<&str> = tasks.iter().map(|t| t["role"].as_str().unwrap()).collect();
+    assert_eq!(roles, ["run", "reviewer", "builder"]);
+    assert_eq!(tasks[0]["token"], running.as_str());
     assert_eq!(tasks[1]["question"], "Is this fine?…");
     assert!(tasks[1]["line_count"].as_u64().unwrap() >= 5);
     assert!(tasks.iter().all(|t| t["elapsed_ms"].is_u64() && t["status"].is_string()));
@@ -35,14 +38,14 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     let r = h.run(&["list", "--status", "sleeping"], 2);
     assert!(r.stderr.contains("unknown status `sleeping`"), "{}", r.stderr);
 
-    // Pages: the newest first, printed oldest first; the next page's offset said.
+    // Pages: the newest first; the next page's offset said.
     let page = h.run(&["--json", "list", "--limit", "2"], 0).json();
     let tokens: Vec<&str> = page["tasks"].as_array().unwrap().iter().map(|t| t["token"].as_str().unwrap()).collect();
-    assert_eq!(tokens, [tasks[1]["token"].as_str().unwrap(), running.as_str()]);
+    assert_eq!(tokens, [running.as_str(), tasks[1]["token"].as_str().unwrap()]);
     assert_eq!(page["next_offset"], 2);
     let rest = h.run(&["--json", "list", "--limit", "2", "--offset", "2"], 0).json();
     assert_eq!(rest["count"], 1);
-    assert_eq!(rest["tasks"][0]["token"], tasks[0]["token"]);
+    assert_eq!(rest["tasks"][0]["token"], tasks[2]["token"]);
     assert!(rest["next_offset"].is_null(), "{rest}");
     let r = h.run(&["list", "--limit", "1"], 0);
     assert!(r.stderr.contains("`agentctl list --limit 1 --offset 1`"), "{}", r.stderr);
