@@ -48,6 +48,7 @@ pub enum Command {
     #[command(after_help = "Examples:
   agentctl run -- make test                      the command after `--`
   agentctl run --async --timeout 30m -- ./long-job.sh
+  tok=$(agentctl run -q --async -- make test)   the token alone, for a script
   agentctl run --role build --sync -- cargo build --release")]
     Run(RunArgs),
     /// Wait for a task to end, or the first of several (up to --timeout; call again to keep waiting)
@@ -154,6 +155,9 @@ pub struct WaitArgs {
     /// Wait up to D for the result before handing back a token [default: 10s]
     #[arg(long, value_name = "D")]
     pub wait: Option<String>,
+    /// Print only the task's token on stdout, for scripts: tok=$(agentctl run -q --async -- …)
+    #[arg(long, short)]
+    pub quiet: bool,
 }
 
 #[derive(Debug, Args)]

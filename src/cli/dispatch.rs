@@ -131,12 +131,13 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         Command::Ask(a) => {
             let question = if a.question == "-" { read_stdin(None)? } else { a.question };
             let what = What::Ask { question, agents_file: agents };
-            let req = launch_request(&a.role, what, &a.wait, &a.launch)?;
-            started(out, &Store::at(&home)?, req).await
+            let req = launch_request(&a.role, what, &a.wait, &a.launch, out)?;
+            started(out, &Store::at(&home)?, req, a.wait.quiet).await
         }
         Command::Run(r) => {
-            let req = launch_request(&r.role, What::Run { argv: r.command, agents_file: agents }, &r.wait, &r.launch)?;
-            started(out, &Store::at(&home)?, req).await
+            let what = What::Run { argv: r.command, agents_file: agents };
+            let req = launch_request(&r.role, what, &r.wait, &r.launch, out)?;
+            started(out, &Store::at(&home)?, req, r.wait.quiet).await
         }
         Command::Await(a) => {
             let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
@@ -322,7 +323,12 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
 }
 
 /// The launch request `ask` or `run` stands for, checked.
-fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Result<Launch> {
+fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs, out: &Out) -> Result<Launch> {
+    if w.quiet && out.json {
+        return Err(Error::Usage(
+            "--quiet prints the token alone and --json the whole task as one object; give one of them".into(),
+        ));
+    }
     let wait = if w.r#async {
         Wait::Async
     } else if w.sync {
@@ -345,10 +351,10 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs) -> Resul
     })
 }
 
-/// A duration the user gave, or the default when they gave none.
-/// Start a task and print what its start gave. `--async` asked for the token alone: its exit
-/// is 0 even when the task asked a question before the answer was printed.
-async fn started(out: &Out, store: &Store, req: Launch) -> Result<ExitCode> {
+/// Start a task and print what its start gave (`quiet`: its token alone). `--async` asked for
+/// the token alone: its exit is 0 even when the task asked a question before the answer was
+/// printed.
+async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<ExitCode> {
     let wait = req.wait;
     let handed_back = matches!(wait, Wait::Async);
     let rec = ops::launch(store, req).await?;
@@ -357,10 +363,16 @@ async fn started(out: &Out, store: &Store, req: Launch) -> Result<ExitCode> {
         Watched::Done(v) => v,
         Watched::Interrupted => return Ok(out.interrupted(&progress::interrupted_views(store, &[token]))),
     };
-    let code = out.task(&v);
+    let code = if quiet {
+        println!("{token}");
+        render::exit_code(&v)
+    } else {
+        out.task(&v)
+    };
     Ok(if handed_back && code == ExitCode::from(render::ASKS) { ExitCode::SUCCESS } else { code })
 }
 
+/// A duration the user gave, or the default when they gave none.
 fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
     given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
 }

@@ -93,6 +93,25 @@ fn wait_shortens_the_window_and_async_returns_at_once() {
 }
 
 #[test]
+fn quiet_prints_the_token_alone_for_scripts() {
+    let h = Home::new();
+    let fake = fake_agent();
+    // `tok=$(agentctl run -q --async -- …)`: one line, the token, and nothing else.
+    let r = h.run(&["run", "-q", "--async", "--", &fake, "sleep", "30"], 0);
+    let token = r.stdout.strip_suffix('\n').unwrap_or_else(|| panic!("{:?}", r.stdout));
+    assert!(token.len() == 6 && token.chars().all(|c| c.is_ascii_hexdigit()), "{:?}", r.stdout);
+    assert_eq!(h.status(token)["status"], "running");
+    h.run(&["halt", token, "--grace", "0s"], 0);
+    // A task that ends within the wait: still the token alone, and the exit says how it ended.
+    let r = h.run(&["ask", "--quiet", "reviewer", "Is this fine?"], 0);
+    assert_eq!(r.stdout.trim_end().len(), 6, "{:?}", r.stdout);
+    let r = h.run(&["run", "-q", "--", &fake, "fail", "3"], 1);
+    assert_eq!(h.status(r.stdout.trim_end())["exit_code"], 3);
+    let r = h.run(&["--json", "run", "-q", "--", "true"], 2);
+    assert!(r.stderr.contains("give one of them"), "{}", r.stderr);
+}
+
+#[test]
 fn sync_waits_for_the_final_result() {
     let h = Home::new();
     let t0 = Instant::now();
