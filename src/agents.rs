@@ -170,6 +170,36 @@ impl Agents {
         self.file.pools.get(pool).map_or(DEFAULT_PARALLEL, |p| p.parallel)
     }
 
+    /// The template for `role` that `ask` runs: as `resolve`, but a role with no entry of its own
+    /// whose name is close to a defined one (`reviwer` beside `reviewer`) is refused, so that a
+    /// typo never silently runs another agent.
+    pub fn template_for(&self, role: &Role) -> Result<Resolved> {
+        if !self.file.agents.contains_key(role.as_str())
+            && let Some(near) = self.roles().into_iter().find(|r| is_near(role.as_str(), r))
+        {
+            return Err(Error::UnknownRole {
+                role: role.to_string(),
+                near: near.to_owned(),
+                roles: self.roles().into_iter().map(str::to_owned).collect(),
+                file: self.path.clone().unwrap_or_default(),
+            });
+        }
+        Ok(self.resolve(role))
+    }
+
+    /// The roles with an entry of their own, in name order.
+    pub fn roles(&self) -> Vec<&str> {
+        self.file.agents.keys().map(String::as_str).collect()
+    }
+
+    /// What runs a role with no entry of its own, and where that comes from.
+    pub fn fallback(&self) -> Resolved {
+        match &self.file.default {
+            Some(t) => Resolved { template: t.clone(), source: "[default]".into() },
+            None => Resolved { template: Template::builtin_default(), source: "the built-in default template".into() },
+        }
+    }
+
     /// The template for `role`: its own entry, else `[default]`, else the built-in default.
     pub fn resolve(&self, role: &Role) -> Resolved {
         let at = |what: &str| match &self.path {
@@ -189,6 +219,14 @@ impl Agents {
     pub fn config_hint(&self, home: &Path) -> PathBuf {
         self.path.clone().unwrap_or_else(|| home.join("agents.toml"))
     }
+}
+
+/// Whether `asked` looks like a misspelling of `defined`: the same but for case, or within one
+/// edit (a letter left out, added, changed or two swapped) per four characters.
+fn is_near(asked: &str, defined: &str) -> bool {
+    let (a, d) = (asked.to_lowercase(), defined.to_lowercase());
+    let allowed = a.chars().count().max(d.chars().count()) / 4;
+    a == d || strsim::damerau_levenshtein(&a, &d) <= allowed
 }
 
 #[cfg(test)]
@@ -211,6 +249,28 @@ mod tests {
         assert_eq!(a.resolve(&reviewer).template.command, ["r"]);
         assert!(a.resolve(&reviewer).source.contains("[agents.reviewer]"));
         assert_eq!(a.resolve(&Role::parse("other").unwrap()).template.command, ["d", "{question}"]);
+    }
+
+    #[test]
+    fn a_role_close_to_a_defined_one_is_refused_with_the_one_meant() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("a.toml");
+        std::fs::write(&p, "[agents.reviewer]\ncommand = [\"r\"]\n[agents.w1]\ncommand = [\"w\"]\n").unwrap();
+        let a = Agents::load(dir.path(), Some(&p)).unwrap();
+        for typo in ["reviwer", "Reviewer", "reveiwer", "review", "reviewers"] {
+            match a.template_for(&Role::parse(typo).unwrap()) {
+                Err(Error::UnknownRole { near, roles, .. }) => {
+                    assert_eq!((near.as_str(), roles.len()), ("reviewer", 2))
+                }
+                other => panic!("{typo}: {:?}", other.map(|r| r.source)),
+            }
+        }
+        // Far from every defined role (or short, and a whole character off): the default runs.
+        for other in ["planner", "w2", "x", "reviewing-bot"] {
+            let r = a.template_for(&Role::parse(other).unwrap()).unwrap();
+            assert_eq!(r.template, Template::builtin_default(), "{other}");
+        }
+        assert_eq!(a.template_for(&Role::parse("reviewer").unwrap()).unwrap().template.command, ["r"]);
     }
 
     #[test]

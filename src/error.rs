@@ -18,6 +18,8 @@ pub enum Error {
     InvalidRole(String),
     /// A well-formed token with no task in this home.
     UnknownToken { token: Token, home: PathBuf },
+    /// A role with no template of its own whose name is close to one that has (a typo).
+    UnknownRole { role: String, near: String, roles: Vec<String>, file: PathBuf },
     /// A halt of a task that has already ended.
     AlreadyFinished { token: Token, status: Status },
     /// A halt that took over from an unresponsive supervisor could not see it end.
@@ -59,6 +61,7 @@ impl Error {
             Error::InvalidToken(_)
             | Error::InvalidRole(_)
             | Error::UnknownToken { .. }
+            | Error::UnknownRole { .. }
             | Error::AlreadyFinished { .. }
             | Error::Usage(_)
             | Error::LaunchFailed(_)
@@ -74,6 +77,7 @@ impl Error {
             Error::InvalidToken(_) => "invalid_token",
             Error::InvalidRole(_) => "invalid_role",
             Error::UnknownToken { .. } => "unknown_token",
+            Error::UnknownRole { .. } => "unknown_role",
             Error::AlreadyFinished { .. } => "already_finished",
             Error::Usage(_) => "usage",
             Error::LaunchFailed(_) => "launch_failed",
@@ -103,6 +107,7 @@ impl Error {
                 format!("invalid role `{r}`: use 1 to 64 characters from A-Z, a-z, 0-9, `_` and `-`")
             }
             Error::UnknownToken { token, home } => format!("no task {token} in {}", home.display()),
+            Error::UnknownRole { role, near, .. } => format!("role `{role}` is not defined (did you mean `{near}`?)"),
             Error::AlreadyFinished { token, status } => {
                 format!("task {token} already finished ({status}); there is nothing to halt")
             }
@@ -126,6 +131,15 @@ impl Error {
             (Error::UnknownToken { .. }, Cli) => "`agentctl list` shows the tasks of this home (or pass --home)".into(),
             (Error::UnknownToken { .. }, Mcp) => "call `list` to see the tasks this server knows".into(),
             (Error::NoHome(_), Cli) => "check --home and AGENTCTL_HOME".into(),
+            (Error::UnknownRole { role, roles, file, .. }, Cli) => format!(
+                "the roles of {} are {} (`agentctl roles` shows them); for a new role of that name, give it an entry \
+                 [agents.{role}] there",
+                file.display(),
+                roles.join(", ")
+            ),
+            (Error::UnknownRole { roles, .. }, Mcp) => {
+                format!("the roles are {}; call `ask` again with one of them", roles.join(", "))
+            }
             (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
             (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),
             (Error::InvalidRole(_), Mcp) => "call `ask` again with such a role".into(),
@@ -235,6 +249,12 @@ mod tests {
             Error::InvalidToken("../x".into()),
             Error::InvalidRole("a/b".into()),
             Error::UnknownToken { token, home: "/h".into() },
+            Error::UnknownRole {
+                role: "reviwer".into(),
+                near: "reviewer".into(),
+                roles: vec!["planner".into(), "reviewer".into()],
+                file: "/h/agents.toml".into(),
+            },
             Error::AlreadyFinished { token, status: Status::Completed },
             Error::HaltTimedOut { token },
             Error::Usage("bad".into()),
@@ -283,7 +303,7 @@ mod tests {
 
     #[test]
     fn cli_messages_keep_their_advice() {
-        let [invalid, _, unknown, finished, halt, ..] = &every_kind()[..] else { unreachable!() };
+        let [invalid, _, unknown, _, finished, halt, ..] = &every_kind()[..] else { unreachable!() };
         for (e, says) in [
             (
                 invalid,

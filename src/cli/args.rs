@@ -67,6 +67,11 @@ pub enum Command {
   agentctl list --status running
   agentctl list --role reviewer --limit 20")]
     List(ListArgs),
+    /// List the roles `ask` knows (agents.toml), and what runs any other role
+    #[command(after_help = "Examples:
+  agentctl roles
+  agentctl --agents team.toml --json roles")]
+    Roles,
     /// Show one task
     #[command(after_help = "Examples:
   agentctl status a3f2c1

@@ -164,6 +164,10 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             out.task(halted.view());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Roles => {
+            out.roles(&ops::roles(&home, agents.as_deref())?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status(s) => {
             let token = Token::parse(&s.token)?;
             let mut v = ops::status(&Store::existing(&home)?, token)?;

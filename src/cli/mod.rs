@@ -5,6 +5,7 @@ mod complete;
 mod dispatch;
 mod progress;
 mod render;
+mod roles;
 mod table;
 mod term;
 mod top;

@@ -153,6 +153,15 @@ impl Out {
         let _ = super::table::write(&mut w, views, super::term::width(), self.colour);
     }
 
+    /// Print the roles `ask` knows.
+    pub fn roles(&self, r: &crate::ops::Roles) {
+        if self.json {
+            print_json(&serde_json::to_value(r).unwrap_or_default());
+        } else {
+            let _ = super::roles::write(&mut io::stdout().lock(), r, super::term::width());
+        }
+    }
+
     /// Print one line, `json()` with --json, else `text()` (nothing if it is `None`).
     fn line(&self, json: impl FnOnce() -> serde_json::Value, text: impl FnOnce() -> Option<String>) -> io::Result<()> {
         let mut w = io::stdout().lock();

@@ -51,6 +51,21 @@ pub fn publish<S>(router: &mut ToolRouter<S>, max: MaxWait) {
     }
 }
 
+/// Name the roles of the agents file in `ask`'s description, as they are when the server
+/// starts (a role asked for later is checked against the file as it is then).
+pub fn name_roles<S>(router: &mut ToolRouter<S>, roles: &crate::ops::Roles) {
+    let Some(tool) = router.map.get_mut("ask").map(|r| &mut r.attr) else { return };
+    let names: Vec<&str> = roles.roles.iter().map(|r| r.role.as_str()).collect();
+    let other =
+        format!("runs {} (`{}`)", roles.other_roles.source, crate::ops::shell_words(&roles.other_roles.command));
+    let said = match names.len() {
+        0 => format!(" No roles are defined: every role {other}."),
+        _ => format!(" Roles: {}; any other role {other}.", names.join(", ")),
+    };
+    let description = tool.description.as_deref().unwrap_or_default();
+    tool.description = Some(format!("{description}{said}").into());
+}
+
 /// `{"type": "object"}`.
 fn object_schema() -> JsonObject {
     let mut o = JsonObject::new();

@@ -206,6 +206,10 @@ impl AgentctlServer {
             tool_router.remove_route("run");
         }
         publish::publish(&mut tool_router, options.max_wait);
+        // A file that cannot be read now is refused by `ask` itself, saying why.
+        if let Ok(roles) = ops::roles(store.home(), options.agents_file.as_deref()) {
+            publish::name_roles(&mut tool_router, &roles);
+        }
         let instructions = options.max_wait.fill(INSTRUCTIONS);
         Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), tool_router, instructions })
     }

@@ -70,7 +70,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let agents = Agents::load(store.home(), agents_file)?;
     let (template, source, question, place) = match &req.what {
         What::Ask { question, .. } => {
-            let r = agents.resolve(&req.role);
+            let r = agents.template_for(&req.role)?;
             let hint = format!(
                 "install it, or give role `{role}` a template in {}:\n  [agents.{role}]\n  command = [\"claude\", \"-p\", \"{{question}}\"]",
                 agents.config_hint(store.home()).display(),

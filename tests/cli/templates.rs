@@ -44,6 +44,38 @@ fn an_agents_toml_entry_overrides_the_default() {
 }
 
 #[test]
+fn a_misspelled_role_is_refused_with_the_one_meant_and_roles_lists_them() {
+    let h = Home::new();
+    let toml = format!(
+        "[agents.reviewer]\ncommand = [\"{fake}\", \"sleep\", \"0\", \"{{question}}\"]\n\
+         [agents.planner]\ncommand = [\"{fake}\", \"sleep\", \"0\", \"plan\"]\npool = \"p\"\n[pools.p]\nparallel = 1\n",
+        fake = fake_agent()
+    );
+    std::fs::create_dir_all(h.path()).unwrap();
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let r = h.run(&["ask", "reviwer", "hi"], 2);
+    assert!(r.stderr.contains("role `reviwer` is not defined (did you mean `reviewer`?)"), "{}", r.stderr);
+    assert!(r.stderr.contains("are planner, reviewer") && r.stderr.contains("`agentctl roles`"), "{}", r.stderr);
+    assert_eq!(h.run(&["--json", "ask", "Reviewer", "hi"], 2).json()["kind"], "unknown_role");
+    // Nothing ran.
+    assert!(!h.path().join("tasks").exists());
+    // A role far from every defined one still runs the default template (kiro-cli here).
+    let v = h.run(&["--json", "ask", "tester", "hi"], 0).json();
+    assert!(v["summary"].as_str().unwrap().contains("[tester] hi"), "{v}");
+
+    let r = h.run(&["roles"], 0);
+    let lines: Vec<&str> = r.stdout.lines().collect();
+    assert!(lines[0].contains("agents.toml"), "{}", r.stdout);
+    assert!(lines[2].starts_with("planner") && lines[2].contains(" p "), "{}", r.stdout);
+    assert!(lines[3].starts_with("reviewer") && lines[3].contains("sleep 0"), "{}", r.stdout);
+    assert!(lines[4].starts_with('*') && lines[4].contains("kiro-cli"), "{}", r.stdout);
+    let v = h.run(&["--json", "roles"], 0).json();
+    let names: Vec<&str> = v["roles"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(names, ["planner", "reviewer"]);
+    assert_eq!(v["other_roles"]["source"], "the built-in default template");
+}
+
+#[test]
 fn a_missing_agent_command_fails_at_once_with_how_to_configure_one() {
     let h = Home::new();
     let t0 = Instant::now();

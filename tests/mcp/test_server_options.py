@@ -33,6 +33,18 @@ async def test_ask_uses_the_same_agent_templates_as_the_cli(home, tmp_path, wher
         assert r.structured_content["summary"] == f"{expected}: which template?"
 
 
+async def test_ask_names_the_roles_and_refuses_a_misspelled_one(home, tmp_path):
+    file = agents_file(tmp_path / "agents.toml", "reviewer", "reviewed")
+    async with connect(home, "--agents", str(file)) as c:
+        tools = {t.name: t for t in (await c.list_tools()).tools}
+        assert "Roles: reviewer; any other role runs the built-in default template" in tools["ask"].description
+        r = await c.call_tool("ask", {"role": "reviwer", "question": "typo?"})
+        text = r.content[0].text
+        assert r.is_error and "did you mean `reviewer`?" in text and "call `ask` again with one of them" in text, text
+        assert str(tmp_path) not in text
+        assert (await c.call_tool("list", {})).structured_content["tasks"] == []
+
+
 @pytest.mark.parametrize("content,says", [(None, "does not exist"), ("command = [", "is not valid")])
 def test_a_missing_or_broken_agents_file_is_refused_at_start(home, tmp_path, content, says):
     file = tmp_path / "agents.toml"
