@@ -98,6 +98,7 @@ impl Agents {
             }
             t.limits(&section)
                 .and_then(|_| t.check_placeholders(&section))
+                .and_then(|_| t.check_timeout(&section))
                 .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         }
         for (name, pool) in &file.pools {

@@ -126,10 +126,19 @@ fn text(bytes: Vec<u8>) -> String {
     String::from_utf8_lossy(&bytes).trim_end_matches('\n').to_owned()
 }
 
-/// Make task `token`'s worktree at `path`, for the repository at `cwd`, from `base` (a ref or
-/// commit; HEAD if none). Returns it and the directory inside it that stands for `cwd`.
-/// Whatever fails leaves no worktree and no branch behind.
-pub fn create(token: Token, cwd: &Path, base: Option<&str>, path: &Path) -> Result<(Worktree, PathBuf)> {
+/// Where a task's worktree comes from, checked before anything is made: the repository's top,
+/// the commit, and where in it the task starts.
+#[derive(Clone, Debug)]
+pub struct Source {
+    top: PathBuf,
+    prefix: String,
+    base: String,
+}
+
+/// Check that a worktree can be made for the repository at `cwd` from `base` (a ref or commit;
+/// HEAD if none), starting in the same directory: `cwd` is in a git working tree, `base` names
+/// a commit, and that commit has the directory. Makes nothing.
+pub fn source(cwd: &Path, base: Option<&str>) -> Result<Source> {
     let refuse = |what: String| Error::Usage(what);
     let top = git(cwd, ["rev-parse", "--show-toplevel"]).map(text).map_err(|e| {
         refuse(format!(
@@ -149,6 +158,23 @@ pub fn create(token: Token, cwd: &Path, base: Option<&str>, path: &Path) -> Resu
                 top.display()
             )),
         })?;
+    let dir = format!("{base}:{}", prefix.trim_end_matches('/'));
+    if !prefix.is_empty() && git(&top, ["rev-parse", "--verify", "--quiet", "--end-of-options", &dir]).is_err() {
+        return Err(refuse(format!(
+            "{} is not in commit {}: start the task from a directory the commit has (its top: {})",
+            cwd.display(),
+            &base[..base.len().min(12)],
+            top.display()
+        )));
+    }
+    Ok(Source { top, prefix, base })
+}
+
+/// Make task `token`'s worktree at `path` from `source`. Returns it and the directory inside it
+/// that stands for the directory the task was started from. Whatever fails leaves no worktree
+/// and no branch behind.
+pub fn create(token: Token, source: &Source, path: &Path) -> Result<(Worktree, PathBuf)> {
+    let Source { top, prefix, base } = source.clone();
     if let Some(dir) = path.parent() {
         use std::os::unix::fs::DirBuilderExt;
         let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir);
@@ -193,13 +219,9 @@ pub fn create(token: Token, cwd: &Path, base: Option<&str>, path: &Path) -> Resu
     }
     let inside = path.join(&prefix);
     if !inside.is_dir() {
+        // Checked in `source`; a sparse checkout may still leave it out.
         remove(&wt, true);
-        return Err(refuse(format!(
-            "{} is not in commit {}: start the task from a directory the commit has (its top: {})",
-            cwd.display(),
-            &base[..base.len().min(12)],
-            top.display()
-        )));
+        return Err(Error::LaunchFailed(format!("the worktree of {} has no {prefix}", top.display())));
     }
     match include(&top, path) {
         Ok(included) => Ok((Worktree { included, ..wt }, inside)),

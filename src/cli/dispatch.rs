@@ -33,7 +33,7 @@ pub fn main() -> ExitCode {
         }
         Err(e) => {
             let args: Vec<String> = std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect();
-            let (message, hints) = usage_error(&e, &args);
+            let (message, hints) = super::usage::usage_error(&e, &args);
             eprintln!("agentctl: error: {message}");
             for h in &hints {
                 eprintln!("{h}");
@@ -80,56 +80,19 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// What clap refused, in agentctl's error style: the message, then hint and usage lines (the
-/// hint a command after `run` needs `--` before it, where that is what went wrong).
-fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
-    let text = e.render().to_string();
-    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
-    let mut message = lines.next().unwrap_or("invalid arguments").trim_start_matches("error: ").to_owned();
-    let mut hints: Vec<String> = Vec::new();
-    let mut listed: Vec<&str> = Vec::new();
-    for line in lines {
-        if let Some(tip) = line.strip_prefix("tip: ") {
-            hints.push(format!("hint: {tip}"));
-        } else if let Some(usage) = line.strip_prefix("Usage: ") {
-            hints.push(format!("usage: {usage}"));
-        } else if !line.starts_with("For more information") {
-            // The arguments a message lists on lines of their own (those missing, say).
-            listed.push(line);
-        }
-    }
-    if !listed.is_empty() {
-        message = format!("{} {}", message.trim_end_matches(':'), listed.join(", "));
-    }
-    let unexpected = match e.get(clap::error::ContextKind::InvalidArg) {
-        Some(clap::error::ContextValue::String(a)) => Some(a.clone()),
-        _ => None,
-    };
-    // `run`'s command without `--` before it: the first place for `--` that makes a command
-    // line clap takes.
-    let for_run = hints.iter().any(|h| h.starts_with("usage: agentctl run "));
-    if let (true, Some(bad), false) = (for_run, unexpected, args.iter().any(|a| a == "--")) {
-        let fixed = (0..args.len()).filter(|&i| args[i] == bad).find_map(|at| {
-            let mut fixed = vec!["agentctl".to_owned()];
-            fixed.extend(args[..at].iter().cloned());
-            fixed.push("--".into());
-            fixed.extend(args[at..].iter().cloned());
-            Cli::try_parse_from(&fixed).is_ok().then_some(fixed)
-        });
-        if let Some(fixed) = fixed {
-            hints.insert(0, format!("hint: the command goes after `--`: {}", ops::shell_words(&fixed)));
-        }
-    }
-    (message, hints)
-}
-
 /// Each command checks what it was given before it touches the home; commands that only read
 /// never create one.
 async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, out: &Out) -> Result<ExitCode> {
     let home = resolve_home(home)?;
     match command {
         Command::Ask(a) => {
-            let question = if a.question == "-" { read_stdin(None)? } else { a.question };
+            let from_stdin = a.question == "-";
+            let question = if from_stdin { read_stdin(None)? } else { a.question };
+            if from_stdin && question.trim().is_empty() {
+                return Err(Error::Usage(
+                    "nothing came on stdin for the question (`-` reads it from there): pipe it in, or give it as an argument".into(),
+                ));
+            }
             let what = What::Ask { question, agents_file: agents };
             let req = launch_request(&a.role, what, &a.wait, &a.launch, out)?;
             started(out, &Store::at(&home)?, req, a.wait.quiet).await

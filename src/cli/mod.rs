@@ -9,5 +9,6 @@ mod roles;
 mod table;
 mod term;
 mod top;
+mod usage;
 
 pub use dispatch::main;

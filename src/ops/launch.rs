@@ -70,6 +70,12 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let agents = Agents::load(store.home(), agents_file)?;
     let (template, source, question, place) = match &req.what {
         What::Ask { question, .. } => {
+            if question.trim().is_empty() {
+                return Err(Error::Usage(format!(
+                    "the question for role `{}` is empty: say what it should do",
+                    req.role
+                )));
+            }
             let r = agents.template_for(&req.role)?;
             let hint = format!(
                 "install it, or give role `{role}` a template in {}:\n  [agents.{role}]\n  command = [\"claude\", \"-p\", \"{{question}}\"]",
@@ -90,6 +96,11 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         return Err(Error::Usage(format!("working directory {} does not exist", cwd.display())));
     }
     let worktree = req.worktree.clone().or_else(|| template.worktree.then_some(None));
+    // Checked before anything is created, so a refusal leaves nothing behind.
+    let worktree = match worktree {
+        Some(base) => Some(blocking(|| crate::worktree::source(&cwd, base.as_deref()))?),
+        None => None,
+    };
     let pool_name = req.pool.clone().or_else(|| template.pool.clone()).unwrap_or_else(|| DEFAULT_POOL.to_owned());
     agents.check_pool(&pool_name)?;
     // A task started from inside another one (a sub-agent's own sub-agents) does not wait for a
@@ -173,9 +184,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         };
         write_private(&store.log_path(&req.role, token), b"")?;
         let (worktree, cwd) = match &worktree {
-            Some(base) => {
-                let (wt, inside) =
-                    blocking(|| crate::worktree::create(token, &cwd, base.as_deref(), &store.worktree_path(token)))?;
+            Some(source) => {
+                let (wt, inside) = blocking(|| crate::worktree::create(token, source, &store.worktree_path(token)))?;
                 (Some(wt), inside)
             }
             None => (None, cwd.clone()),

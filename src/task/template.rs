@@ -109,6 +109,14 @@ impl Template {
         Template { command: command.map(String::from).to_vec(), ..Template::default() }
     }
 
+    /// Refuse a `timeout` that is not a duration, saying where it is.
+    pub fn check_timeout(&self, where_: &str) -> Result<(), String> {
+        match self.timeout.as_deref().map(super::parse_duration) {
+            Some(Err(e)) => Err(format!("{where_} timeout: {}", e.message(crate::error::Frontend::Cli))),
+            _ => Ok(()),
+        }
+    }
+
     /// When a run of this template is run again (rate-limited), if ever.
     pub fn retry_policy(&self) -> Result<Option<RetryPolicy>, Error> {
         RetryPolicy::from_settings(self.retry_on.as_ref(), self.max_retries, self.backoff.as_deref())

@@ -216,4 +216,22 @@ fn usage_errors_say_what_went_wrong_and_what_to_type() {
     assert!(r.stderr.starts_with("agentctl: error: invalid token `zzz`"), "{}", r.stderr);
     let v = h.run(&["--json", "run", "sleep", "5"], 2).json();
     assert_eq!(v["kind"], "usage", "{v}");
+    // A negative number is no value to put after `--` (that would make it the command).
+    for (args, hint) in [
+        (
+            &["run", "--wait", "-5", "--", "true"][..],
+            "hint: --wait takes 0 or more, like `--wait 5s`; `-5` is negative",
+        ),
+        (&["list", "--limit", "-3"][..], "hint: --limit takes 0 or more, like `--limit 5`; `-3` is negative"),
+    ] {
+        let r = h.run(args, 2);
+        assert_eq!(r.stderr.lines().nth(1), Some(hint), "{}", r.stderr);
+        assert!(!r.stderr.contains("'--"), "{}", r.stderr);
+    }
+    // A question that starts with `--`: after `--`, or from stdin; not a flag's name.
+    let r = h.run(&["ask", "reviewer", "--hello world"], 2);
+    let hint = r.stderr.lines().nth(1).unwrap();
+    assert!(hint.starts_with("hint: a question that starts with `-` goes after `--`: agentctl --home"), "{hint}");
+    assert!(hint.ends_with("ask reviewer -- '--hello world' (or give `-` and pipe it in)"), "{hint}");
+    assert!(!r.stderr.contains("similar argument"), "{}", r.stderr);
 }

@@ -127,6 +127,17 @@ fn bad_roles_and_durations_are_refused() {
     assert!(r.stderr.contains("invalid role"), "{}", r.stderr);
     let r = h.run(&["ask", "reviewer", "hi", "--wait", "soon"], 2);
     assert!(r.stderr.contains("invalid duration `soon`"), "{}", r.stderr);
+    // An empty question, from stdin or not, runs nothing.
+    let r = h.run(&["ask", "reviewer", "-"], 2);
+    assert!(r.stderr.contains("nothing came on stdin for the question"), "{}", r.stderr);
+    let r = h.run(&["ask", "reviewer", " \n"], 2);
+    assert!(r.stderr.contains("the question for role `reviewer` is empty"), "{}", r.stderr);
+    // A template's bad timeout names its file and role.
+    let bad = h.path().join("timeout.toml");
+    std::fs::write(&bad, "[agents.reviewer]\ncommand = [\"x\", \"{question}\"]\ntimeout = \"30x\"\n").unwrap();
+    let r = h.run(&["--agents", bad.to_str().unwrap(), "ask", "reviewer", "hi"], 2);
+    assert!(r.stderr.contains("timeout.toml: [agents.reviewer] timeout: invalid duration `30x`"), "{}", r.stderr);
+    assert!(!h.path().join("tasks").exists(), "a refused ask made a task");
     let bad = h.path().join("bad.toml");
     std::fs::write(&bad, "[agents.reviewer]\ncomand = []\n").unwrap();
     let r = h.run(&["--agents", bad.to_str().unwrap(), "ask", "reviewer", "hi"], 2);

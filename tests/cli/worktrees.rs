@@ -157,16 +157,18 @@ fn worktree_outside_a_repository_or_from_a_bad_base_is_refused_and_leaves_nothin
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Started from a directory the base commit does not have: refused after the worktree was
-    // made, which goes again.
+    // Started from a directory the base commit does not have.
     std::fs::create_dir_all(r.join("untracked/deeper")).unwrap();
     let out = agentctl(&h, &r.join("untracked/deeper")).args(["run", "--worktree", "--", "true"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not in commit"));
     assert!(git(&r, &["branch", "--list", "agentctl/*"]).is_empty());
     assert_eq!(git(&r, &["worktree", "list"]).lines().count(), 1);
-    assert!(std::fs::read_dir(h.path().join("worktrees")).map_or(true, |mut d| d.next().is_none()));
-    assert_eq!(h.run(&["--json", "list"], 0).json()["count"], 0);
+    // Refused before the home was made: nothing of it exists.
+    for made in ["worktrees", "tasks", "agentctl.db", "subagents"] {
+        assert!(!h.path().join(made).exists(), "{made} was made by a refused run");
+    }
+    assert_eq!(h.run(&["--json", "list"], 2).json()["kind"], "no_home");
 }
 
 #[test]
