@@ -44,7 +44,8 @@ pub fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
         hints.insert(0, hint);
     } else if let Some(hint) = after_dashes(&bad, args, &hints) {
         // A question with spaces in it is no misspelled option.
-        hints.retain(|h| !clap_dash_tip(h) && !(bad.contains(char::is_whitespace) && h.contains("similar argument")));
+        let spaced = bad.contains(char::is_whitespace);
+        hints.retain(|h| !(clap_dash_tip(h) || spaced && h.contains("similar argument")));
         hints.insert(0, hint);
     }
     (message, hints)
