@@ -67,6 +67,8 @@ impl Error {
             | Error::LaunchFailed(_)
             | Error::Refused(_)
             | Error::NoHome(_) => 2,
+            // A home on a read-only file system is the user's situation, not a fault.
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem => 2,
             Error::Io { .. } | Error::HaltTimedOut { .. } | Error::Internal(_) => 70,
         }
     }
@@ -83,6 +85,7 @@ impl Error {
             Error::LaunchFailed(_) => "launch_failed",
             Error::Refused(_) => "refused",
             Error::NoHome(_) => "no_home",
+            Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem => "read_only",
             Error::Io { .. } => "io",
             Error::HaltTimedOut { .. } | Error::Internal(_) => "internal",
         }
@@ -131,6 +134,14 @@ impl Error {
             (Error::UnknownToken { .. }, Cli) => "`agentctl list` shows the tasks of this home (or pass --home)".into(),
             (Error::UnknownToken { .. }, Mcp) => "call `list` to see the tasks this server knows".into(),
             (Error::NoHome(_), Cli) => "check --home and AGENTCTL_HOME".into(),
+            (Error::Io { source, .. }, _) if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem => match reader {
+                Cli => "the home is on a read-only file system: `list`, `status`, `logs` and `await` read it, but \
+                        starting or taking anything writes; pick a writable home with --home or AGENTCTL_HOME"
+                    .into(),
+                Mcp => "the server's home is on a read-only file system: `list`, `logs` and `await` work, nothing \
+                        can be started or taken"
+                    .into(),
+            },
             (Error::UnknownRole { role, roles, file, .. }, Cli) => format!(
                 "the roles of {} are {} (`agentctl roles` shows them); for a new role of that name, give it an entry \
                  [agents.{role}] there",

@@ -87,16 +87,7 @@ fn not_a_directory(home: &Path) -> Error {
 /// Check an existing home: it must belong to this user; wider permissions than 0700 are
 /// tightened (with a warning; a home that cannot be changed, read-only say, is left as it is).
 pub(super) fn check_home(home: &Path) -> Result<()> {
-    let meta = fs::metadata(home).ctx(|| format!("cannot read home {}", home.display()))?;
-    // SAFETY: geteuid cannot fail.
-    let me = unsafe { libc::geteuid() };
-    if meta.uid() != me {
-        return Err(Error::Usage(format!(
-            "home {} belongs to uid {}, not to you (uid {me}); use a home of your own with --home or AGENTCTL_HOME",
-            home.display(),
-            meta.uid()
-        )));
-    }
+    let meta = check_owner(home)?;
     if meta.mode() & 0o077 != 0 {
         let was = meta.mode() & 0o777;
         match fs::set_permissions(home, fs::Permissions::from_mode(0o700)) {
@@ -104,12 +95,29 @@ pub(super) fn check_home(home: &Path) -> Result<()> {
                 eprintln!("agentctl: warning: home {} was open to others ({was:o}); it is now 0700", home.display())
             }
             Err(e) => eprintln!(
-                "agentctl: home {} is open to others ({was:o}) and cannot be made private: {e}",
+                "agentctl: warning: home {} is open to others ({was:o}) and cannot be made private: {e}",
                 home.display()
             ),
         }
     }
     Ok(())
+}
+
+/// Refuse a home that exists but belongs to another user (whose 0700 would otherwise look
+/// like no home at all); its metadata otherwise.
+pub(super) fn check_owner(home: &Path) -> Result<fs::Metadata> {
+    let meta = fs::metadata(home).ctx(|| format!("cannot read home {}", home.display()))?;
+    // SAFETY: geteuid cannot fail.
+    let me = unsafe { libc::geteuid() };
+    if meta.uid() != me {
+        return Err(Error::Usage(format!(
+            "home {} exists and belongs to uid {}, not to you (uid {me}); use a home of your own with --home or \
+             AGENTCTL_HOME",
+            home.display(),
+            meta.uid()
+        )));
+    }
+    Ok(meta)
 }
 
 /// Create the (located) home and check it.

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use rusqlite::{OptionalExtension, params};
 
 use super::db::{Conn, Pool, err};
-use super::home::{check_home, create_home, ensure_dir, locate_home};
+use super::home::{check_home, check_owner, create_home, ensure_dir, locate_home};
 use super::{EventLog, FileLock, files};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{LockNote, Role, Status, SupervisorId, TaskRecord, TaskSpec, Token};
@@ -28,6 +28,8 @@ use crate::task::{LockNote, Role, Status, SupervisorId, TaskRecord, TaskSpec, To
 pub struct Store {
     home: PathBuf,
     pool: Arc<Pool>,
+    /// The home existed and was checked (`check_home`) when this store was made.
+    checked: bool,
 }
 
 /// Which page of tasks to read, newest first.
@@ -57,28 +59,35 @@ impl Store {
         if found {
             check_home(&home)?;
         }
-        Ok(Store::with(home))
+        Ok(Store::with(home, found))
     }
 
-    fn with(home: PathBuf) -> Store {
-        Store { pool: Arc::new(Pool::new(home.clone())), home }
+    fn with(home: PathBuf, checked: bool) -> Store {
+        Store { pool: Arc::new(Pool::new(home.clone())), home, checked }
     }
 
     /// The home at `home`, which must exist: for commands that only read (a mistyped --home is
     /// said to be one, not created).
     pub fn existing(home: &Path) -> Result<Store> {
         let (home, found) = locate_home(home)?;
+        // Another user's home hides its `tasks/`: it is not theirs, rather than none.
+        if found {
+            check_owner(&home)?;
+        }
         // `tasks/` marks a home; an unrelated directory is not made private.
         if !found || !home.join("tasks").is_dir() {
             return Err(Error::NoHome(home));
         }
         check_home(&home)?;
-        Ok(Store::with(home))
+        Ok(Store::with(home, true))
     }
 
     /// Create the home and its layout; nothing happens to what is already there.
     pub fn create(&self) -> Result<()> {
-        create_home(&self.home)?;
+        // A home checked already is not checked (nor warned about) twice.
+        if !self.checked {
+            create_home(&self.home)?;
+        }
         ensure_dir(&self.home, Path::new("tasks"))?;
         ensure_dir(&self.home, Path::new("events"))?;
         Ok(())
@@ -107,7 +116,7 @@ impl Store {
     /// The same home with connections of its own, for a process forked from this one: close
     /// this one's first (`close_db`), since SQLite connections must not cross a fork.
     pub fn detached(&self) -> Store {
-        Store::with(self.home.clone())
+        Store::with(self.home.clone(), self.checked)
     }
 
     /// Close the idle connections to the database (before forking without exec).

@@ -3,6 +3,7 @@
 use crate::common::{Home, fake_agent};
 use crate::mounts::Mount;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::process::CommandExt;
 
 #[test]
 fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
@@ -36,6 +37,25 @@ fn a_home_open_to_others_is_tightened_and_one_owned_by_another_user_refused() {
     let r = h.run(&["list"], 2);
     assert!(r.stderr.contains("belongs to uid 65534"), "{}", r.stderr);
     std::os::unix::fs::chown(h.path(), Some(unsafe { libc::geteuid() }), None).unwrap();
+
+    // Another user, who cannot look inside the 0700 home, is told it is not theirs, not that
+    // there is none (its parent lets them pass).
+    let parent = h.path().parent().unwrap();
+    std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711)).unwrap();
+    for args in [&["list"][..], &["status", "abcdef"][..], &["run", "--", "true"][..]] {
+        let out = std::process::Command::new(crate::common::BIN)
+            .arg("--home")
+            .arg(h.path())
+            .args(args)
+            .env_remove("AGENTCTL_HOME")
+            .uid(65534)
+            .gid(65534)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains("exists and belongs to uid 0, not to you (uid 65534)"), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -180,8 +180,34 @@ fn a_read_only_home_can_be_read() {
     let r = h.run_at(&ro.0, HANG, &["logs", done["token"].as_str().unwrap()], 0);
     assert!(r.stdout.contains("finished"), "{}", r.stdout);
     h.run_at(&ro.0, HANG, &["--json", "await", &running, "--timeout", "0.2s"], 124);
+    // Starting or taking something writes: refused as the user's situation (exit 2), saying
+    // what still works and what to do.
+    for args in [&["run", "--", "true"][..], &["wait", "--timeout", "0s"][..]] {
+        let r = h.run_at(&ro.0, HANG, args, 2);
+        assert!(r.stderr.contains("the home is on a read-only file system"), "{}", r.stderr);
+        assert!(r.stderr.contains("pick a writable home with --home or AGENTCTL_HOME"), "{}", r.stderr);
+    }
+    assert_eq!(h.run_at(&ro.0, HANG, &["--json", "run", "--", "true"], 2).json()["kind"], "read_only");
     drop(ro);
     h.run(&["halt", &running, "--grace", "0.1s"], 0);
+}
+
+#[test]
+fn a_new_home_on_a_read_only_mount_is_refused_with_one_warning_and_a_hint() {
+    let h = Home::under("home");
+    let dir = h.path().parent().unwrap().join("empty");
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ro = Mount::read_only(&dir, &h.path().parent().unwrap().join("ro"));
+    let r = h.run_at(&ro.0, HANG, &["run", "--", "true"], 2);
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(lines.len(), 2, "one warning, one error: {}", r.stderr);
+    assert!(
+        lines[0].starts_with("agentctl: warning: home ") && lines[0].contains("cannot be made private"),
+        "{}",
+        r.stderr
+    );
+    assert!(lines[1].starts_with("agentctl: error: ") && lines[1].contains("pick a writable home"), "{}", r.stderr);
 }
 
 #[test]
