@@ -198,9 +198,8 @@ impl TaskView {
         out
     }
 
-    /// The view as readable text: a headline, error and note, the log path, then the summary
-    /// (or, while running, the progress line and what to do next).
-    pub fn text(&self) -> String {
+    /// The headline, with the error and note on lines of their own: how the task ended.
+    pub fn ending(&self) -> String {
         let mut out = self.headline();
         out.push('\n');
         for (label, value) in [("error", &self.error), ("note", &self.note)] {
@@ -208,6 +207,13 @@ impl TaskView {
                 out.push_str(&format!("{label}: {text}\n"));
             }
         }
+        out
+    }
+
+    /// The view as readable text: a headline, error and note, the log path, then the summary
+    /// (or, while running, the progress line and what to do next).
+    pub fn text(&self) -> String {
+        let mut out = self.ending();
         out.push_str(&format!("log: {}\n", self.log_path.display()));
         if let Some(wt) = &self.worktree {
             let size = self.worktree_bytes.map(|b| format!(" ({})", human_bytes(b))).unwrap_or_default();

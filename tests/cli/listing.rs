@@ -1,8 +1,9 @@
 //! list, status and logs: what they show, `--follow`, and one JSON object per command.
 
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use crate::common::{Home, fake_agent};
+use crate::common::{Home, fake_agent, wait_until};
 
 #[test]
 fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
@@ -148,6 +149,19 @@ fn logs_follow_ends_with_the_exit_code_of_the_tasks_status() {
     let failing = h.start(&["fail", "3"]);
     let r = h.run(&["logs", &failing, "--follow"], 1);
     assert_eq!(r.stdout.trim(), "> something went wrong");
+    // How it ended, on stderr apart from the output.
+    assert!(r.stderr.starts_with(&format!("agentctl: task {failing} (run) failed in ")), "{}", r.stderr);
+    assert!(r.stderr.contains(", exit 3, "), "{}", r.stderr);
+    // A task halted while it is followed: said, not a silent exit 1.
+    let slow = h.start(&["tick", "600", "0.05"]);
+    let follow =
+        h.cmd().args(["logs", &slow, "--follow"]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    wait_until(Duration::from_secs(20), "the task's first output", || h.status(&slow)["line_count"].as_u64() > Some(0));
+    h.run(&["halt", &slow, "--grace", "1s"], 0);
+    let out = follow.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.starts_with(&format!("agentctl: task {slow} (run) cancelled in ")), "{err}");
     let r = h.run(&["--json", "logs", &failing, "--follow"], 1);
     assert_eq!(
         r.stdout.lines().last().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["status"].clone()),
