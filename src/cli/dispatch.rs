@@ -174,7 +174,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
                 drop(stdout);
                 // The output is on stdout; how it ended (halted, failed…) is said apart from it.
-                eprint!("agentctl: {}", v.ending());
+                eprint!("agentctl: {}", super::term::printable(&v.ending()));
                 return Ok(render::exit_code(&v));
             } else {
                 ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;

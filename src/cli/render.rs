@@ -6,6 +6,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+use super::term::printable;
 use crate::error::Error;
 use crate::ops::{Awaited, LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
 use crate::task::{Event, EventKind, Question, Status, Token};
@@ -88,7 +89,7 @@ impl Out {
                 let (token, role, elapsed) = (v.token, v.role.as_str(), human_duration(v.elapsed_ms));
                 let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output", v.line_count);
                 if let Some(q) = &v.pending_question {
-                    let _ = writeln!(w, "    asks ({}): {}", q.id, q.text);
+                    let _ = writeln!(w, "    asks ({}): {}", q.id, printable(&q.text));
                     let _ = writeln!(w, "    answer it: {}", self.command("reply", format!("{token} ANSWER")));
                 }
             }
@@ -101,10 +102,11 @@ impl Out {
     fn task_text(&self, v: &TaskView, w: &mut dyn Write) -> io::Result<()> {
         // The CLI shows its own commands instead of the front-end-neutral message.
         let quiet = TaskView { message: v.message.clone().filter(|_| v.timed_out), ..v.clone() };
-        w.write_all(quiet.text().as_bytes())?;
+        // Agents' words (summary, question, note) are shown, never obeyed by the terminal.
+        w.write_all(printable(&quiet.text()).as_bytes())?;
         if let Some(q) = &v.pending_question {
             let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
-            writeln!(w, "asks ({}): {}{choices}", q.id, q.text)?;
+            writeln!(w, "asks ({}): {}", q.id, printable(&format!("{}{choices}", q.text)))?;
             writeln!(w, "answer it: {}", self.command("reply", format!("{} ANSWER", v.token)))?;
         }
         if !v.status.is_final() {
@@ -174,7 +176,7 @@ impl Out {
 
     /// Print an event a wait returned; a `timeout` exits 124.
     pub fn event(&self, e: &Event) -> io::Result<ExitCode> {
-        self.line(|| serde_json::to_value(e).unwrap_or_default(), || Some(e.describe()))?;
+        self.line(|| serde_json::to_value(e).unwrap_or_default(), || Some(printable(&e.describe()).into_owned()))?;
         Ok(timeout_code(e))
     }
 
@@ -214,7 +216,7 @@ impl Out {
     pub fn logged_event(&self, e: &LoggedEvent) -> io::Result<()> {
         self.line(
             || serde_json::to_value(e).unwrap_or_default(),
-            || Some(format!("{}{}", e.event.describe(), if e.consumed { " (consumed)" } else { "" })),
+            || Some(format!("{}{}", printable(&e.event.describe()), if e.consumed { " (consumed)" } else { "" })),
         )
     }
 

@@ -95,6 +95,30 @@ pub fn fit(text: &str, max: usize) -> String {
     out
 }
 
+/// `text` safe to print on a terminal: text an agent wrote (a question, a message, a summary, a
+/// note) may carry escape sequences that set the window title, clear the screen or move the
+/// cursor. Control characters but newline and tab are shown in caret notation (`^[` for ESC,
+/// `^M` for a carriage return), C1 controls as `�`, so what was there is visible and inert.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    let harmful = |c: char| c.is_control() && c != '\n' && c != '\t';
+    if !text.contains(harmful) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        match c as u32 {
+            _ if !harmful(c) => out.push(c),
+            0x7f => out.push_str("^?"),
+            n @ 0..0x20 => {
+                out.push('^');
+                out.push(char::from(b'@' + n as u8));
+            }
+            _ => out.push('\u{fffd}'),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// The display width of `text` in columns.
 pub fn columns(text: &str) -> usize {
     unicode_width::UnicodeWidthStr::width(text)
@@ -113,6 +137,8 @@ mod tests {
         assert_eq!(fit("日本語のテキスト", 7), "日本語…");
         assert_eq!(fit("a\tb\x1b[1m", 10), "a b [1m");
         assert_eq!(columns("日本"), 4);
+        assert_eq!(printable("plain\n\ttext"), "plain\n\ttext");
+        assert_eq!(printable("a\x1b]0;pwned\x07b\x1b[2Jc\rd\x7f\u{9b}"), "a^[]0;pwned^Gb^[[2Jc^Md^?\u{fffd}");
         assert_eq!(paint(false, Paint::Red, "x"), "x");
         assert_eq!(paint(true, Paint::Green, "ok"), "\x1b[32mok\x1b[0m");
     }

@@ -53,6 +53,32 @@ fn a_worker_asks_the_lead_answers_and_the_worker_goes_on() {
 }
 
 #[test]
+fn a_question_with_escape_sequences_never_reaches_the_terminal_raw() {
+    let h = Home::new();
+    // Sets the window title, then clears the screen: shown, not obeyed.
+    let script = "q=$(printf 'title\\033]0;pwned\\007 clear\\033[2J\\rend'); \
+                  a=$(agentctl ask-lead \"$q\" --choices \"$(printf 'x\\033[31m')\" --timeout 120s); \
+                  printf '> got %s\\033[2J\\n' \"$a\"";
+    // The waiting `run` returns with the question (exit 3).
+    let waited = h.run(&["run", "--", "sh", "-c", script], 3).stdout;
+    let token = waited.split_whitespace().nth(1).unwrap().to_owned();
+    for out in [waited, h.run(&["await", &token, "--timeout", "30s"], 3).stdout, h.run(&["status", &token], 3).stdout] {
+        assert!(out.contains("asks (") && out.contains("title^[]0;pwned^G clear^[[2J^Mend [x^[[31m]"), "{out:?}");
+        assert!(!out.contains('\x1b') && !out.contains('\x07') && !out.contains('\r'), "{out:?}");
+    }
+    let event = h.run(&["wait", "--types", "question", "--timeout", "30s"], 0).stdout;
+    assert!(event.contains("title^[]0;pwned^G") && !event.contains('\x1b'), "{event:?}");
+    let shown = h.run(&["events"], 0).stdout;
+    assert!(!shown.contains('\x1b') && !shown.contains('\r'), "{shown:?}");
+    // Its JSON keeps the text as it was (escaped by JSON itself).
+    let v = h.run(&["--json", "status", &token], 3).json();
+    assert!(v["pending_question"]["text"].as_str().unwrap().contains("\x1b]0;pwned\x07"), "{v}");
+    h.run(&["reply", &token, "x\x1b[31m"], 0);
+    let done = h.run(&["await", &token, "--timeout", "30s"], 0).stdout;
+    assert!(done.contains("got x") && !done.contains('\x1b'), "{done:?}");
+}
+
+#[test]
 fn workers_asking_at_once_each_get_their_own_answer_and_a_withdrawn_question_is_refused() {
     let h = Home::new();
     let tokens: Vec<String> = (0..3).map(|i| h.start_script(&asker(&format!("question {i}"), ""))).collect();
