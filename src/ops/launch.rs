@@ -173,6 +173,10 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         env.insert("AGENTCTL_TOKEN".into(), token.to_string());
         env.insert("AGENTCTL_SESSION".into(), session.clone());
         env.insert("AGENTCTL_HOME".into(), store.home().to_string_lossy().into_owned());
+        // Its `agentctl ask-lead`, `notify`, `inbox` reach this agentctl, wherever it is.
+        if let Some(path) = super::own_path::agent_path(store, &path_var, &cwd) {
+            env.insert("PATH".into(), path);
+        }
         // The cluster the launcher's srun would reach: the task's job is reached there later
         // too, from whatever shell asks (`status`, a halt, the lost path).
         if let (Some(_), Ok(conf)) = (&slurm, std::env::var("SLURM_CONF")) {
@@ -303,7 +307,7 @@ pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
 }
 
 /// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.
-fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
+pub(super) fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
     let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
     if program.contains('/') {
         let p = cwd.join(program);

@@ -5,6 +5,7 @@ mod agents;
 mod converse;
 mod events;
 mod launch;
+mod own_path;
 mod page;
 mod prune;
 mod query;

@@ -93,6 +93,11 @@ impl Store {
         Ok(())
     }
 
+    /// `<home>/rel`, made (each missing part 0700) if needed, never through a symlink.
+    pub fn private_dir(&self, rel: &Path) -> Result<PathBuf> {
+        ensure_dir(&self.home, rel)
+    }
+
     /// The absolute home directory.
     pub fn home(&self) -> &Path {
         &self.home

@@ -53,6 +53,32 @@ fn a_worker_asks_the_lead_answers_and_the_worker_goes_on() {
 }
 
 #[test]
+fn a_worker_reaches_the_agentctl_that_started_it_though_it_is_not_on_path() {
+    let h = Home::new();
+    // As an MCP client's config or `cargo run` starts it: by its path, its directory not on PATH.
+    let started_by_path = |args: &[&str]| {
+        let out = h.cmd().env("PATH", "/usr/bin:/bin").args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let script = "agentctl --version && a=$(agentctl ask-lead 'go on?' --timeout 120s) && echo \"> lead said $a\"";
+    let (code, out, err) = started_by_path(&["--json", "run", "--async", "--", "sh", "-c", script]);
+    assert_eq!(code, Some(0), "{err}");
+    let token = serde_json::from_str::<serde_json::Value>(&out).unwrap()["token"].as_str().unwrap().to_owned();
+    let asked = h.run(&["--json", "await", &token, "--timeout", "30s"], 3).json();
+    assert_eq!(asked["pending_question"]["text"], "go on?", "{asked}");
+    h.run(&["reply", &token, "yes"], 0);
+    let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
+    assert_eq!(done["summary"], "lead said yes", "{done}");
+    // Where PATH finds this agentctl already, PATH is left as it was.
+    let v = h.run(&["--json", "run", "--", "sh", "-c", "echo \"> $PATH\""], 0).json();
+    assert!(!v["summary"].as_str().unwrap().contains(h.path().to_str().unwrap()), "{v}");
+}
+
+#[test]
 fn a_question_with_escape_sequences_never_reaches_the_terminal_raw() {
     let h = Home::new();
     // Sets the window title, then clears the screen: shown, not obeyed.

@@ -1,0 +1,46 @@
+//! An agent reaches the agentctl that started it: workers call `agentctl ask-lead`, `notify`
+//! and `inbox`, and the agentctl a launcher was started by path (an MCP client's config, `cargo
+//! run`) may not be on PATH, or a different one may be found first.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use crate::store::Store;
+
+/// The PATH the agent gets, if `path_var` would not find this very binary as `agentctl`: a
+/// directory of the home holding nothing but an `agentctl` link to it, put first, so that no
+/// other program is shadowed. `None`: `path_var` finds it already (an installed agentctl), or
+/// this binary cannot be found.
+pub(super) fn agent_path(store: &Store, path_var: &str, cwd: &Path) -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let me = std::fs::metadata(&exe).ok()?;
+    let same = |p: &Path| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (me.dev(), me.ino()));
+    if super::launch::find_program("agentctl", cwd, path_var).is_some_and(|found| same(&found)) {
+        return None;
+    }
+    let dir = link_dir(store, &exe)?;
+    Some(if path_var.is_empty() { dir.display().to_string() } else { format!("{}:{path_var}", dir.display()) })
+}
+
+/// `<home>/bin/<hash of the binary's path>/`, its `agentctl` linked to `exe` (made, or made
+/// again if it names another file). One directory per binary: two agentctl builds sharing a
+/// home do not change each other's tasks' link.
+fn link_dir(store: &Store, exe: &Path) -> Option<PathBuf> {
+    let rel = Path::new("bin").join(format!("{:016x}", fnv1a(exe.as_os_str().as_encoded_bytes())));
+    let link = store.home().join(&rel).join("agentctl");
+    if std::fs::read_link(&link).is_ok_and(|to| to == exe) {
+        return link.parent().map(Path::to_owned);
+    }
+    let dir = store.private_dir(&rel).ok()?;
+    // Made beside it and renamed over it: a task starting meanwhile never finds it missing.
+    let fresh = dir.join(format!(".agentctl.{}", std::process::id()));
+    let _ = std::fs::remove_file(&fresh);
+    std::os::unix::fs::symlink(exe, &fresh).ok()?;
+    std::fs::rename(&fresh, &link).ok()?;
+    Some(dir)
+}
+
+/// A stable 64-bit hash (FNV-1a) of `bytes`: the same name for the same binary in every process.
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
