@@ -129,10 +129,17 @@ impl SlurmSettings {
         opt("time", deadline_ms.map(|ms| ms.div_ceil(60_000).max(1).to_string()));
         a.extend(self.args.iter().cloned());
         a.push("--".into());
+        // srun forwards a step's stdout and stderr apart, so what the agent wrote to one could
+        // land after what it wrote later to the other (its stderr after its answer, in the
+        // summary). Joined on the node, as they are in a local task's log, they keep their order.
+        a.extend(JOIN_STDERR.iter().map(|s| s.to_string()));
         a.extend(argv.iter().cloned());
         a
     }
 }
+
+/// The agent's argv is run on the node through this, its stderr joined to its stdout.
+const JOIN_STDERR: [&str; 4] = ["/bin/sh", "-c", "exec \"$@\" 2>&1", "sh"];
 
 /// What Slurm says of a job now.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
@@ -295,6 +302,10 @@ mod tests {
                 "--time=2",
                 "--qos=low",
                 "--",
+                "/bin/sh",
+                "-c",
+                "exec \"$@\" 2>&1",
+                "sh",
                 "claude",
                 "-p"
             ]

@@ -164,6 +164,25 @@ fn an_ask_on_the_cluster_answers_as_it_does_here_and_status_names_the_job_and_no
 }
 
 #[test]
+fn what_the_agent_writes_to_stderr_keeps_its_place_in_the_log_and_summary() {
+    let h = home();
+    // Output and errors interleaved, an early warning before the answer, a late one after it.
+    let mixed = r#"["sh", "-c", "i=1; while [ $i -le 40 ]; do echo out $i; echo err $i >&2; i=$((i+1)); done; echo 'warning: early' >&2; echo '> FINAL ANSWER {question}'; echo done; echo 'warning: late' >&2"]"#;
+    add_agents(
+        &h,
+        &format!(
+            "[agents.mixed_here]\ncommand = {mixed}\n\n[agents.mixed_there]\ncommand = {mixed}\nbackend = \"slurm\"\n"
+        ),
+    );
+    let here = h.run(&["--json", "ask", "mixed_here", "x", "--sync"], 0).json();
+    let there = h.run(&["--json", "ask", "mixed_there", "x", "--sync"], 0).json();
+    assert_eq!(here["summary"], "FINAL ANSWER x\ndone\nwarning: late", "{here}");
+    assert_eq!(there["summary"], here["summary"], "{there}");
+    let log = |v: &Value| std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert_eq!(log(&there), log(&here));
+}
+
+#[test]
 fn a_halt_runs_the_agents_trap_on_its_node_and_the_task_is_cancelled() {
     let h = home();
     let token = h.run(&["--json", "ask", "trap", "x", "--async"], 0).json()["token"].as_str().unwrap().to_owned();
