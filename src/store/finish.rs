@@ -1,6 +1,6 @@
 //! Recording the end of a task, even on a full disk, and removing what a finished task left.
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{self, ErrorKind};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
@@ -39,16 +39,16 @@ impl Store {
 
     /// Record the end of a task: its summary file, its final record, then its `task_finished`
     /// event. The caller holds the task's lock, so the first end recorded is the only one. On a
-    /// full disk the task's reserve is given back and the writes are tried again. `lines` is the
-    /// log's line count and the open log when the caller holds them (the supervisor counts as
-    /// the log grows); otherwise the log is read from its path. `from` says where the answer
+    /// full disk the task's reserve is given back and the writes are tried again. `log` is the
+    /// open log, counted, when the caller holds it (the supervisor counts as the log grows);
+    /// otherwise the log is read from its path. `from` says where the answer
     /// is (read from the task's spec when not given).
     pub fn finish(
         &self,
         rec: &mut TaskRecord,
         outcome: Outcome,
         note: Option<String>,
-        log: Option<(u64, &File)>,
+        log: Option<logfile::Counted<'_>>,
         from: Option<&ResultFrom>,
     ) -> Result<()> {
         if rec.ended.is_some() {
@@ -73,12 +73,12 @@ impl Store {
         let log_path = self.log_path(&rec.role, t);
         let read = match (log, &answer) {
             // The answer is the agent's file: the log is only counted.
-            (Some((lines, _)), Some(_)) => Ok((String::new(), lines)),
+            (Some(log), Some(_)) => Ok((String::new(), log.lines)),
             (None, Some(_)) => match logfile::line_count(&log_path, &self.lines_path(t)) {
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
                 counted => counted.map(|n| (String::new(), n)),
             },
-            (Some((lines, file)), None) => logfile::summary_of(file, Some(lines), &from, rec.run_start),
+            (Some(log), None) => logfile::summary_of(log.file, Some(log.lines), &from, rec.run_start, Some(log.end)),
             (None, None) => logfile::summary_and_lines(&log_path, &from, rec.run_start),
         };
         let (summary, line_count) = read.unwrap_or_else(|e| {

@@ -137,7 +137,7 @@ pub fn line_count(path: &Path, checkpoint: &Path) -> io::Result<u64> {
 /// exist).
 pub fn summary_and_lines(path: &Path, from: &ResultFrom, start: u64) -> io::Result<(String, u64)> {
     match files::open(path, Access::Read) {
-        Ok(f) => summary_of(&f, None, from, start),
+        Ok(f) => summary_of(&f, None, from, start, None),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok((String::new(), 0)),
         Err(e) => Err(e),
     }
@@ -153,12 +153,28 @@ pub fn answer_file(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
-/// The summary of the open log `f` from offset `start` on (where the agent's last run began),
-/// and the whole log's line count unless `known`.
-pub fn summary_of(mut f: &File, known: Option<u64>, from: &ResultFrom, start: u64) -> io::Result<(String, u64)> {
+/// A log its supervisor kept open and counted as it grew, handed over at the task's end.
+pub struct Counted<'a> {
+    pub file: &'a File,
+    /// All its lines.
+    pub lines: u64,
+    /// Where the agent's output ends: the log's size when the agent exited.
+    pub end: u64,
+}
+
+/// The summary of the open log `f` from offset `start` on (where the agent's last run began)
+/// up to `end` (where its agent exited: what the processes it left wrote after that is no
+/// part of its answer), and the whole log's line count unless `known`.
+pub fn summary_of(
+    mut f: &File,
+    known: Option<u64>,
+    from: &ResultFrom,
+    start: u64,
+    end: Option<u64>,
+) -> io::Result<(String, u64)> {
     // An answer file the agent did not write: its output stands in, whole.
     let from = if *from == ResultFrom::File { &ResultFrom::Output } else { from };
-    let summary = summarize(&mut Part { file: f, start, at: 0 }, DEFAULT_CAP, from)?;
+    let summary = summarize(&mut Part { file: f, start, end: end.unwrap_or(u64::MAX), at: 0 }, DEFAULT_CAP, from)?;
     let lines = match known {
         Some(n) => n,
         None => count_lines(&mut f)?,
@@ -166,26 +182,31 @@ pub fn summary_of(mut f: &File, known: Option<u64>, from: &ResultFrom, start: u6
     Ok((summary, lines))
 }
 
-/// The part of a file from `start` on, as a file of its own (a log's last run).
+/// The part of a file from `start` to `end`, as a file of its own (a log's last run).
 struct Part<'a> {
     file: &'a File,
     start: u64,
+    end: u64,
     /// The position, from `start`.
     at: u64,
 }
 
 impl Part<'_> {
-    /// Where the part begins: `start`, or 0 if the file is shorter now (truncated in place).
-    fn base(&self) -> io::Result<u64> {
+    /// Where the part begins (`start`, or 0 if the file is shorter now: truncated in place), and
+    /// its length.
+    fn bounds(&self) -> io::Result<(u64, u64)> {
         let len = self.file.metadata()?.len();
-        Ok(if self.start > len { 0 } else { self.start })
+        let base = if self.start > len { 0 } else { self.start };
+        Ok((base, len.min(self.end).saturating_sub(base)))
     }
 }
 
 impl Read for Part<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         use std::os::unix::fs::FileExt;
-        let n = self.file.read_at(buf, self.base()? + self.at)?;
+        let (base, len) = self.bounds()?;
+        let want = buf.len().min(len.saturating_sub(self.at).try_into().unwrap_or(usize::MAX));
+        let n = self.file.read_at(&mut buf[..want], base + self.at)?;
         self.at += n as u64;
         Ok(n)
     }
@@ -193,8 +214,7 @@ impl Read for Part<'_> {
 
 impl Seek for Part<'_> {
     fn seek(&mut self, pos: SeekFrom) -> io::Result<u64> {
-        let base = self.base()?;
-        let len = self.file.metadata()?.len() - base;
+        let (_, len) = self.bounds()?;
         let to = match pos {
             SeekFrom::Start(n) => Some(n),
             SeekFrom::End(d) => len.checked_add_signed(d),
@@ -265,5 +285,24 @@ mod tests {
             std::fs::write(&saved, junk).unwrap();
             assert_eq!(line_count(&log, &saved).unwrap(), 5, "{junk:?}");
         }
+    }
+
+    #[test]
+    fn a_summary_ends_where_the_agent_exited_and_starts_with_its_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("t.log");
+        let (before, answer, after) = ("run 1 said this\n", "the answer\n", "Terminated by a leftover\n");
+        std::fs::write(&log, [before, answer, after].concat()).unwrap();
+        let f = File::open(&log).unwrap();
+        let (start, end) = (before.len() as u64, (before.len() + answer.len()) as u64);
+        let of = |end| summary_of(&f, None, &ResultFrom::Output, start, end).unwrap();
+        assert_eq!(of(Some(end)), ("the answer".to_owned(), 3));
+        assert_eq!(of(None).0, "the answer\nTerminated by a leftover");
+        // An end past the file's: up to its end.
+        assert_eq!(of(Some(1 << 20)).0, "the answer\nTerminated by a leftover");
+        assert_eq!(
+            summary_of(&f, Some(7), &ResultFrom::Output, 0, Some(start)).unwrap(),
+            ("run 1 said this".to_owned(), 7)
+        );
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use crate::store::files::{self, Access};
-use crate::store::logfile::{Checkpoint, LineCounter};
+use crate::store::logfile::{Checkpoint, Counted, LineCounter};
 use crate::store::{Durability, write_atomic};
 
 /// How often, at most, the count is published while the log grows. Readers count what came after
@@ -140,13 +140,14 @@ impl LogWatch {
         matches!(self.counter.advance(&mut self.file, budget), Ok(true))
     }
 
-    /// The final count, after which nothing more is published, and the file to summarize.
-    pub fn finish(&mut self) -> (u64, &File) {
+    /// The final count, after which nothing more is published, and the file to summarize up to
+    /// `end` (where the agent's output ends).
+    pub fn finish(&mut self, end: u64) -> Counted<'_> {
         self.catch_up(u64::MAX);
         // The final count goes into the record.
         self.publishing = false;
         self.look_at = None;
-        (self.counter.total(), &self.file)
+        Counted { file: &self.file, lines: self.counter.total(), end }
     }
 }
 
@@ -178,7 +179,7 @@ mod tests {
         watch.look();
         assert_eq!(watch.look_every, FIRST_LOOK);
         assert_eq!(std::fs::read_to_string(&saved).unwrap(), "1 0 0\n");
-        assert_eq!(watch.finish().0, 1);
+        assert_eq!(watch.finish(1).lines, 1);
         assert!(watch.look_at.is_none());
     }
 }

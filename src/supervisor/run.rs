@@ -35,6 +35,10 @@ use crate::task::{
 
 /// How long Slurm may take to list a job srun submitted.
 const SLURM_LISTS_IN: Duration = Duration::from_secs(10);
+/// How long after SIGKILL the end of a task waits for its processes to go before it is
+/// recorded all the same (the kernel holds one blocked in an uninterruptible wait; a loaded
+/// machine takes its time to end the others).
+const LINGER: Duration = Duration::from_secs(5);
 /// How often Slurm is asked whether a pending job runs yet: at first, then half as often each
 /// time, down to `SLURM_LOOK_LAST` (each look is a query to the cluster's controller, whom a
 /// thousand pending tasks must not flood). Output from the agent is looked at sooner.
@@ -731,18 +735,34 @@ impl Supervisor {
     }
 
     fn finish(&mut self, code: Option<i32>, signal: Option<i32>) {
+        // How the agent ended decides the outcome: a halt that comes while what it left goes
+        // finds the task ended on its own.
+        let stop = self.stop;
+        // The answer is what the agent wrote: what it left may write on as it goes.
+        let answer_end = self.log.size();
         // After a stop everything was signalled already; only an agent that exited on its own
         // can be said to have left processes running.
-        if self.stop.is_none() {
-            let leftovers = self.end_what_is_left();
-            if leftovers > 0 {
-                self.add_note(format!("ended {leftovers} process(es) the agent left running"));
+        let leftovers = if stop.is_none() { self.end_what_is_left() } else { 0 };
+        // The end is recorded once nothing of the task runs, so that whoever it wakes finds
+        // what the note says: at most the grace period and `LINGER` later.
+        let gone = self.wait_leftovers(false, Some(LINGER));
+        let still = format!(
+            "some of the task's processes were still there {}s after SIGKILL, when its end was recorded \
+             (blocked in the kernel); they go when the kernel lets them",
+            LINGER.as_secs()
+        );
+        match (leftovers, gone) {
+            (0, true) => {}
+            (0, false) => self.add_note(still),
+            (n, true) => self.add_note(format!("ended {n} process(es) the agent left running")),
+            (n, false) => {
+                self.add_note(format!("sent SIGTERM, then SIGKILL, to {n} process(es) the agent left running; {still}"))
             }
         }
-        let mut outcome = Outcome::from_exit(code, signal, self.stop);
+        let mut outcome = Outcome::from_exit(code, signal, stop);
         // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
         self.rec.slurm_pending = None;
-        if let (None, Some(id)) = (self.stop, self.rec.slurm_job)
+        if let (None, Some(id)) = (stop, self.rec.slurm_job)
             && let Some(end) = self.slurm().how_it_ended(id, &self.log.tail(self.rec.run_start, OUTPUT_WINDOW))
         {
             let note;
@@ -771,7 +791,7 @@ impl Supervisor {
         // Recording the end takes a few descriptors, which a supervisor at its limit would not have.
         self.clients.release_spares();
         // Counted and summarized from the file the agent wrote, whatever became of its name.
-        let log = self.log.finish();
+        let log = self.log.finish(answer_end);
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log), Some(&self.spec.result))
         {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
@@ -796,6 +816,12 @@ impl Supervisor {
     /// serving anyone who connects meanwhile; `ended` (the final record is written) answers
     /// their waits too.
     fn end_leftovers(&mut self, ended: bool) {
+        self.wait_leftovers(ended, None);
+    }
+
+    /// `end_leftovers`, giving up `linger` after SIGKILL is due (on processes blocked in the
+    /// kernel): true when nothing is left.
+    fn wait_leftovers(&mut self, ended: bool, linger: Option<Duration>) -> bool {
         let grace_end = Instant::now() + Duration::from_millis(self.spec.grace_ms);
         loop {
             // A halt's grace (before or meanwhile) holds for what the agent left too.
@@ -808,7 +834,10 @@ impl Supervisor {
                 None => !own_leftovers(self.child).is_empty(),
             };
             if !left {
-                return;
+                return true;
+            }
+            if linger.is_some_and(|l| Instant::now() >= kill_at + l) {
+                return false;
             }
             if Instant::now() >= kill_at && !self.killed {
                 self.kill_all();

@@ -13,8 +13,8 @@ fn a_daemon_that_double_forked_into_its_own_session_is_ended_with_the_task() {
     let v = h.run(&["--json", "run", "--", &fake_agent(), "daemon", pidfile.to_str().unwrap()], 0).json();
     assert_eq!(v["status"], "completed");
     let daemon = read_pids(&pidfile)[0];
-    // It ignores SIGTERM: SIGKILL comes after the 5 s grace period.
-    wait_until(Duration::from_secs(15), "the escaped daemon to be ended", || !alive(daemon));
+    // It ignores SIGTERM: SIGKILL comes after the 5 s grace period, and the end after that.
+    assert!(!alive(daemon), "{v}");
 }
 
 #[test]
@@ -57,7 +57,61 @@ fn a_grandchild_holding_the_log_open_does_not_hold_up_the_end() {
     assert_eq!(v["summary"], "done, leaving a child behind");
     assert!(v["note"].as_str().unwrap().contains("left running"), "{v}");
     let left = read_pids(&pidfile)[0];
-    wait_until(Duration::from_secs(10), "the leftover to be ended", || !alive(left));
+    assert!(!alive(left), "{v}");
+}
+
+#[test]
+fn the_note_on_processes_an_agent_left_is_true_when_the_task_ends() {
+    for mode in [None, Some("process-group")] {
+        let h = match mode {
+            Some(m) => Home::contained_by(m),
+            None => Home::new(),
+        };
+        let pf = h.path().join("left");
+        // Two children deaf to SIGTERM, each once it ignores it (a `sleep` executed by a shell
+        // that ignores TERM keeps ignoring it).
+        let script = format!(
+            "sh -c 'trap \"\" TERM; exec sleep 1000' & a=$!; sh -c 'trap \"\" TERM; exec sleep 1000' & b=$!; \
+             until [ \"$(cat /proc/$a/comm)\" = sleep ] && [ \"$(cat /proc/$b/comm)\" = sleep ]; do :; done; \
+             echo $a $b > {}; echo bye",
+            pf.display()
+        );
+        let t0 = Instant::now();
+        let v = h.run(&["--json", "run", "--sync", "--", "sh", "-c", &script], 0).json();
+        // Read as the task ends: whatever it says of them holds now.
+        let left: Vec<i64> = read_pids(&pf).into_iter().filter(|&p| alive(p)).collect();
+        assert_eq!(v["status"], "completed", "{v}");
+        let note = v["note"].as_str().unwrap_or("");
+        assert!(
+            left.is_empty() || !note.contains("ended"),
+            "the note says {note:?}, and {left:?} still run ({mode:?})"
+        );
+        // They ignore SIGTERM: SIGKILL comes after the grace period (5 s), then the end.
+        assert!(note.contains("ended 2 process(es) the agent left running"), "{v}");
+        assert!(left.is_empty(), "{left:?} ({mode:?})");
+        assert!(t0.elapsed() >= Duration::from_secs(5), "{:?}", t0.elapsed());
+    }
+}
+
+#[test]
+fn what_an_agent_left_writes_as_it_ends_is_no_part_of_its_answer() {
+    let h = Home::new();
+    let pf = h.path().join("left");
+    let script = format!(
+        "sh -c 'trap \"echo leftover noise; exit\" TERM; echo $$ > {}; while :; do sleep 0.05; done' & \
+         until [ -s {} ]; do :; done; echo '> the answer'",
+        pf.display(),
+        pf.display()
+    );
+    let v = h.run(&["--json", "run", "--sync", "--", "sh", "-c", &script], 0).json();
+    assert_eq!(v["summary"], "the answer", "{v}");
+    // The shell, and its sleep if one ran then.
+    let note = v["note"].as_str().unwrap();
+    assert!(note.starts_with("ended ") && note.ends_with(" process(es) the agent left running"), "{v}");
+    // It did write, before the end was recorded.
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.ends_with("leftover noise\n"), "{log}");
+    assert!(!alive(read_pids(&pf)[0]));
 }
 
 #[test]
