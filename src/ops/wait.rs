@@ -58,15 +58,13 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
                 (None, false) => " before it recorded that the agent started",
             };
             match reach::end_lost(id, token, cgroup.as_ref()) {
-                Some(reached) if cgroup.is_some() => {
-                    format!("the supervisor died{when}; {} (its cgroup)", reached.describe())
-                }
+                Some(reached) if cgroup.is_some() => format!("the supervisor died{when}; {}", reached.describe()),
                 Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
                 None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),
             }
         }
         // No id (its /proc could not be read): its cgroup, if it wrote one, still says it all.
-        (None, _, Some(cg)) => format!("the supervisor died; {} (its cgroup)", reach::end_cgroup(cg).describe()),
+        (None, _, Some(cg)) => format!("the supervisor died; {}", reach::end_cgroup(cg).describe()),
         (None, None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };

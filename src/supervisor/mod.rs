@@ -11,6 +11,7 @@ pub mod reach;
 mod run;
 pub mod slurm;
 mod spawn;
+mod strays;
 mod unix;
 
 pub use launch::launch;

@@ -74,6 +74,10 @@ fn supervisor_fd(id: SupervisorId) -> Option<OwnedFd> {
 pub struct Reached {
     /// Processes signalled.
     pub ended: usize,
+    /// They were its cgroup's (`cgroup.kill`).
+    pub cgroup: bool,
+    /// Processes of its cgroup's task found outside it (moved out of it), and signalled.
+    pub outside: usize,
     /// Processes the signal was refused for (another user's, after a setuid program).
     pub refused: Vec<i32>,
     /// Processes in the dead supervisor's session that could not be proven the task's (no
@@ -85,9 +89,25 @@ pub struct Reached {
 }
 
 impl Reached {
-    /// A clause for a note: "ended 2 process(es) of the task[; 1 could not be (…)]".
+    /// What `end_cgroup` did, with `outside`: what was done to the task's processes that had
+    /// left its cgroup.
+    fn and_outside(self, outside: Reached) -> Reached {
+        Reached { outside: outside.ended, refused: outside.refused, unproven: outside.unproven, ..self }
+    }
+
+    /// A clause for a note: "ended 2 process(es) of the task[ (its cgroup)][; 1 could not be (…)]".
     pub fn describe(&self) -> String {
         let mut s = format!("ended {} process(es) of the task", self.ended);
+        if self.cgroup {
+            s.push_str(" (its cgroup)");
+        }
+        if self.outside > 0 {
+            s.push_str(&format!(
+                "; ended {} process(es) that had left its cgroup, found in its session or below its supervisor \
+                 (what left both and was not below its supervisor could not be traced)",
+                self.outside
+            ));
+        }
         if !self.refused.is_empty() {
             s.push_str(&format!(
                 "; {} could not be ended (they run as another user, pids {:?}): end them as that user",
@@ -149,12 +169,25 @@ fn task_processes(owner: Owner) -> Vec<(i32, u64)> {
         for p in descendants(Pid::from_raw(id.pid)) {
             if !found.iter().any(|&(f, _)| f == p.as_raw())
                 && let Some(proc) = read_proc(p.as_raw())
+                && proc.state != 'Z'
             {
                 found.push((p.as_raw(), proc.start));
             }
         }
     }
     found
+}
+
+/// The processes of the task of `id`, a live supervisor, that are outside its cgroup `cg`
+/// (moved out of it), each held through a pidfd opened while it was checked to be the one found
+/// there: its descendants and the members of its session.
+pub fn left_cgroup(id: SupervisorId, cg: &TaskCgroup) -> Vec<(i32, OwnedFd)> {
+    task_processes(Owner::Alive(id))
+        .into_iter()
+        // Looked at before the pidfd's check: if that passes, it was looked at in the same process.
+        .filter(|&(pid, _)| !cgroup::contains(cg, pid))
+        .filter_map(|(pid, start)| Some((pid, pidfd_if(pid, |p| p.start == start && p.state != 'Z')?)))
+        .collect()
 }
 
 /// Whether process `pid`, seen as `p`, is still the one found (same start) and provably the
@@ -214,18 +247,18 @@ fn kill_task(owner: Owner) -> Reached {
                     .collect(),
                 Owner::Alive(_) => Vec::new(),
             };
-            return Reached { ended: ended.len(), refused, unproven, lingering: 0 };
+            return Reached { ended: ended.len(), refused, unproven, ..Reached::default() };
         }
         std::thread::sleep(Duration::from_millis(5));
     }
 }
 
-/// End what is left of task `token`, whose supervisor `id` died: its cgroup if it had one,
-/// else what can be proven its. `None` if the machine restarted since: nothing of the task can
-/// be running, and its numbers mean other things now.
+/// End what is left of task `token`, whose supervisor `id` died: its cgroup if it had one, and
+/// what can be proven its (outside the cgroup: moved out of it). `None` if the machine
+/// restarted since: nothing of the task can be running, and its numbers mean other things now.
 pub fn end_lost(id: SupervisorId, token: Token, cgroup: Option<&TaskCgroup>) -> Option<Reached> {
     (boot_id() == Some(id.boot)).then(|| match cgroup {
-        Some(cg) => end_cgroup(cg),
+        Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Dead(id, token))),
         None => kill_task(Owner::Dead(id, token)),
     })
 }
@@ -237,7 +270,7 @@ pub fn end_cgroup(cg: &TaskCgroup) -> Reached {
     if left == 0 {
         cgroup::remove(cg);
     }
-    Reached { ended: held - left.min(held), lingering: left, ..Reached::default() }
+    Reached { ended: held - left.min(held), cgroup: true, lingering: left, ..Reached::default() }
 }
 
 /// How many processes a running task has and the memory they use: its cgroup's, else those of
@@ -286,11 +319,12 @@ impl Stopped {
         let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::CONT);
     }
 
-    /// SIGKILL every process of the task, then the supervisor. Alive until the end, it keeps
-    /// the task's ids from being reused while they are signalled.
+    /// SIGKILL every process of the task (its cgroup's, and any that left it), then the
+    /// supervisor. Alive until the end, it keeps the task's ids from being reused while they are
+    /// signalled.
     pub fn kill_all(self) -> Reached {
         let reached = match &self.cgroup {
-            Some(cg) => end_cgroup(cg),
+            Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Alive(self.id))),
             None => kill_task(Owner::Alive(self.id)),
         };
         let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);

@@ -23,6 +23,7 @@ use super::queue::{Waited, wait_for_place};
 use super::reach::own_id;
 use super::slurm::Slurm;
 use super::spawn::spawn_agent;
+use super::strays::Strays;
 use super::unix::{
     close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
 };
@@ -99,6 +100,8 @@ struct Contained {
     events: Option<cgroup::Events>,
     /// What its limits had done when the current run started.
     since: cgroup::Counters,
+    /// The task's processes found outside it, which `cgroup.kill` does not reach.
+    strays: Strays,
 }
 
 struct Supervisor {
@@ -217,7 +220,8 @@ impl Supervisor {
                 let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
                 let events = cgroup::Events::open(&made.cgroup);
                 // A new cgroup's limits have done nothing yet.
-                (containment, Some(Contained { since: cgroup::Counters::default(), made, events }))
+                let since = cgroup::Counters::default();
+                (containment, Some(Contained { since, made, events, strays: Strays::default() }))
             }
             Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
             Err(NoCgroup::Refused(why)) => {
@@ -532,14 +536,23 @@ impl Supervisor {
     /// their subreaper): the count of them.
     fn end_what_is_left(&mut self) -> usize {
         let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
-        if let Some(cg) = self.cgroup() {
+        if let Some(c) = self.contained.as_mut() {
+            let cg = &c.made.cgroup;
             // Exactly what is left: the agent's zombie is in no cgroup.
             let left = cgroup::procs(cg).len();
             if left > 0 {
                 signal_group(self.child, sig);
                 cgroup::signal_all(cg, &[sig, Signal::SIGCONT]);
             }
-            return left;
+            // What left the cgroup is below us (orphans come to us): without children of ours,
+            // nothing did.
+            let before = c.strays.count();
+            if let Some(id) = self.id
+                && !own_leftovers(self.child).is_empty()
+            {
+                c.strays.signal(id, cg, &[sig, Signal::SIGCONT], true);
+            }
+            return left + c.strays.count() - before;
         }
         // Anything the agent left behind has been reparented to us, so the cheap look at our
         // own children decides whether /proc needs scanning at all.
@@ -674,9 +687,12 @@ impl Supervisor {
         }
         signal_group(self.child, Signal::SIGTERM);
         signal_group(self.child, Signal::SIGCONT);
-        match self.cgroup() {
-            Some(cg) => {
-                cgroup::signal_all(cg, &[Signal::SIGTERM, Signal::SIGCONT]);
+        match self.contained.as_mut() {
+            Some(c) => {
+                cgroup::signal_all(&c.made.cgroup, &[Signal::SIGTERM, Signal::SIGCONT]);
+                if let Some(id) = self.id {
+                    c.strays.signal(id, &c.made.cgroup, &[Signal::SIGTERM, Signal::SIGCONT], true);
+                }
             }
             None => {
                 for pid in descendants(Pid::this()) {
@@ -711,11 +727,11 @@ impl Supervisor {
         }
     }
 
-    /// SIGKILL the cgroup, the group and our direct children. All are safe from pid reuse: the
-    /// kernel kills a cgroup's members, and the group's leader and our children stay unreaped
-    /// until we reap them.
+    /// SIGKILL the cgroup (and what left it), the group and our direct children. All are safe
+    /// from pid reuse: the kernel kills a cgroup's members, those that left it are held by
+    /// pidfds, and the group's leader and our children stay unreaped until we reap them.
     fn kill_all(&mut self) {
-        self.killed = true;
+        let first = !std::mem::replace(&mut self.killed, true);
         if !self.slurm_cancelled
             && let Some((id, name)) = self.slurm_job()
         {
@@ -724,8 +740,11 @@ impl Supervisor {
             }
             self.slurm_cancelled = true;
         }
-        if let Some(cg) = self.cgroup() {
-            cgroup::kill(cg);
+        if let Some(c) = self.contained.as_mut() {
+            cgroup::kill(&c.made.cgroup);
+            if let Some(id) = self.id {
+                c.strays.kill(id, &c.made.cgroup, first);
+            }
         }
         signal_group(self.child, Signal::SIGKILL);
         signal_pid(self.child, Signal::SIGKILL);
@@ -758,6 +777,9 @@ impl Supervisor {
             (n, false) => {
                 self.add_note(format!("sent SIGTERM, then SIGKILL, to {n} process(es) the agent left running; {still}"))
             }
+        }
+        if let Some(strays) = self.contained.as_ref().and_then(|c| c.strays.describe()) {
+            self.add_note(strays);
         }
         let mut outcome = Outcome::from_exit(code, signal, stop);
         // Slurm may have ended the job itself (its time limit, its node, someone's scancel).
@@ -829,8 +851,8 @@ impl Supervisor {
             reap_others(self.child);
             // Other tasks' supervisors below us go on; we leave them to whoever adopts them next
             // (they left our cgroup as they started).
-            let left = match self.cgroup() {
-                Some(cg) => cgroup::populated(cg),
+            let left = match &self.contained {
+                Some(c) => cgroup::populated(&c.made.cgroup) || c.strays.running() > 0,
                 None => !own_leftovers(self.child).is_empty(),
             };
             if !left {

@@ -59,28 +59,30 @@ pub fn populated(cg: &TaskCgroup) -> bool {
 /// Send `sigs`, in order, to every process of the cgroup, each through a pidfd opened while it
 /// is known to be there: a pid reused meanwhile is never signalled.
 pub fn signal_all(cg: &TaskCgroup, sigs: &[Signal]) {
-    let Some(name) = cg.path.file_name().and_then(|n| n.to_str()) else { return };
-    let inside = format!("/{TASKS_DIR}/{name}");
-    let member = |pid: i32| {
-        fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
-            t.lines().filter_map(|l| l.strip_prefix("0::")).any(|p| {
-                p.find(&inside).is_some_and(|i| matches!(p.as_bytes().get(i + inside.len()), None | Some(b'/')))
-            })
-        })
-    };
     let sigs: Vec<_> =
         sigs.iter().map(|&s| rustix::process::Signal::from_named_raw(s as i32).expect("a named signal")).collect();
     // One walk and one membership look per process, whatever the signals.
     for pid in procs(cg) {
         let Some(p) = rustix::process::Pid::from_raw(pid) else { continue };
         if let Ok(fd) = pidfd_open(p, PidfdFlags::empty())
-            && member(pid)
+            && contains(cg, pid)
         {
             for &sig in &sigs {
                 let _ = pidfd_send_signal(&fd, sig);
             }
         }
     }
+}
+
+/// Whether process `pid` is in the task's v2 cgroup or one inside it, as its `/proc` entry says.
+pub fn contains(cg: &TaskCgroup, pid: i32) -> bool {
+    let Some(name) = cg.path.file_name().and_then(|n| n.to_str()) else { return false };
+    let inside = format!("/{TASKS_DIR}/{name}");
+    fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
+        t.lines()
+            .filter_map(|l| l.strip_prefix("0::"))
+            .any(|p| p.find(&inside).is_some_and(|i| matches!(p.as_bytes().get(i + inside.len()), None | Some(b'/'))))
+    })
 }
 
 /// SIGKILL every process of the cgroup at once (`cgroup.kill`); on kernels before 5.14, which

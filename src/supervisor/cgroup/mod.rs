@@ -10,6 +10,6 @@ mod members;
 
 pub use make::{MODE_VARIABLE, Made, NoCgroup, create, leave_task_cgroups, mode_refuses};
 pub use members::{
-    Counters, Events, Usage, counters, is_tasks, join_files, kill, kill_and_wait, limits_reached, populated, procs,
-    remove, resident, signal_all, usage,
+    Counters, Events, Usage, contains, counters, is_tasks, join_files, kill, kill_and_wait, limits_reached, populated,
+    procs, remove, resident, signal_all, usage,
 };
