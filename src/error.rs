@@ -169,7 +169,7 @@ impl Error {
 }
 
 /// The MCP tools, as messages name them.
-const TOOLS: [&str; 8] = ["ask", "run", "await", "halt", "list", "logs", "wait_for_event", "notify"];
+const TOOLS: [&str; 10] = ["ask", "run", "await", "halt", "list", "logs", "wait_for_event", "notify", "reply", "send"];
 
 /// The command line's message (`Frontend::Cli`).
 impl fmt::Display for Error {

@@ -1,6 +1,7 @@
 //! The MCP server (`agentctl mcp`): rmcp tool adapters over `ops`, on stdio. No rules here:
 //! parameters are converted, `ops` decides, results are rendered.
 
+mod arguments;
 mod budget;
 mod event_tools;
 mod gate;
@@ -10,6 +11,7 @@ mod params;
 mod publish;
 mod result;
 mod server;
+mod shape;
 mod task_tools;
 
 pub use budget::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};

@@ -75,7 +75,11 @@ impl AwaitParams {
     pub fn tokens(&self) -> Result<Vec<Token>> {
         let all: Vec<Token> = self.token.iter().chain(&self.tokens).map(|t| Token::parse(t)).collect::<Result<_>>()?;
         if all.is_empty() {
-            return Err(Error::Usage("give `token` (one task) or `tokens` (several); `list` shows the tasks".into()));
+            return Err(Error::Usage(
+                "`await` needs `token` (a task's token, like a3f2c1) or `tokens` (a list of them): call `await` \
+                 again with one (`list` shows the tasks)"
+                    .into(),
+            ));
         }
         if all.len() > MAX_AWAITED {
             return Err(Error::Usage(format!(
@@ -167,7 +171,11 @@ impl ReplyParams {
         match (&self.question_id, &self.token) {
             (Some(id), None) => Ok(id),
             (None, Some(token)) => Ok(token),
-            _ => Err(Error::Usage("give `question_id` or `token` (one of them)".into())),
+            _ => Err(Error::Usage(
+                "`reply` needs one of `question_id` (the question's id) and `token` (the asking task's token): call \
+                 `reply` again with one of them and `answer`"
+                    .into(),
+            )),
         }
     }
 }

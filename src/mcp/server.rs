@@ -27,7 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::gate::Gate;
 use super::limits::MaxWait;
-use super::{publish, result};
+use super::{arguments, publish, result};
 use crate::error::{Error, Frontend, Result};
 use crate::ops::{self, STILL_RUNNING};
 use crate::store::Store;
@@ -210,6 +210,7 @@ impl AgentctlServer {
         if let Ok(roles) = ops::roles(store.home(), options.agents_file.as_deref()) {
             publish::name_roles(&mut tool_router, &roles);
         }
+        arguments::explain(&mut tool_router);
         let instructions = options.max_wait.fill(INSTRUCTIONS);
         Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), tool_router, instructions })
     }

@@ -23,6 +23,7 @@ mod home_files;
 mod inputs;
 mod launchers;
 mod long_lines;
+mod mcp_malformed;
 mod mcp_protocol;
 mod mcp_transcript;
 mod mounts;

@@ -224,7 +224,7 @@ async def test_failures_are_error_results_and_malformed_requests_protocol_errors
         # Arguments that do not fit the schema come back as an error result the model can fix
         # (MCP 2025-11-25: input validation errors are tool execution errors)...
         bad_args = await c.call_tool("await", {"timeout_secs": 1})
-        assert bad_args.is_error and "give `token`" in bad_args.content[0].text
+        assert bad_args.is_error and "`await` needs `token`" in bad_args.content[0].text
         # ...while a request for a tool that does not exist is a protocol error.
         with pytest.raises(Exception, match="tool not found"):
             await c.call_tool("no_such_tool", {})
