@@ -3,15 +3,82 @@
 //! can be read, or a tool result a model can act on, naming no path of the machine), and the
 //! server goes on serving.
 
+use std::time::Duration;
+
 use serde_json::{Value, json};
 
 use crate::common::Home;
 use crate::raw_mcp::{RawMcp, meta_2026};
 
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+
+/// Longer than any answer takes: the server used to stay silent for good.
+const HANG: Duration = Duration::from_secs(30);
+
 /// The raw server on each protocol: an `initialize` session, and a stateless one whose
 /// requests carry `meta` (`None` on the other).
 fn both(h: &Home) -> [(RawMcp, Option<Value>); 2] {
     [(RawMcp::start(h, &[]), None), (RawMcp::start_2026(h, &[]), Some(meta_2026()))]
+}
+
+/// `params` with the protocol's `_meta`, if it has one and `params` is an object without one.
+fn with_meta(mut params: Value, meta: &Option<Value>) -> Value {
+    if let (Some(m), Some(p)) = (meta, params.as_object_mut()) {
+        p.entry("_meta").or_insert_with(|| m.clone());
+    }
+    params
+}
+
+/// The error the server answers `line` with, checking it answers the request `id`.
+fn error_for(mcp: &mut RawMcp, line: &str, id: Value) -> Value {
+    mcp.send_line(line);
+    let reply = mcp.receive_within(HANG);
+    assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+    assert_eq!(reply.get("id"), Some(&id), "answers its request (`id` null when unreadable): {reply}");
+    assert!(reply.get("result").is_none(), "{reply}");
+    reply["error"].clone()
+}
+
+/// The server still answers an ordinary request.
+fn still_serving(mcp: &mut RawMcp, meta: &Option<Value>) {
+    let tools = mcp.request("tools/list", with_meta(json!({}), meta));
+    assert!(tools["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{tools}");
+}
+
+#[test]
+fn wrongly_shaped_task_requests_are_invalid_params_and_name_what_is_wrong() {
+    let h = Home::new();
+    let mut mcp = RawMcp::start_2026(&h, &[]);
+    let meta = Some(meta_2026());
+    let mut id = 100;
+    for (method, params, says) in [
+        ("tasks/get", json!({"taskId": 5}), "`taskId` is the number 5 where it must be a string"),
+        ("tasks/get", json!({"taskId": null}), "`taskId` is null where it must be a string"),
+        ("tasks/get", json!({"taskId": {}}), "`taskId` is an object where it must be a string"),
+        ("tasks/get", json!({}), "`taskId` is missing"),
+        ("tasks/cancel", json!({"taskId": 5}), "`taskId` is the number 5"),
+        ("tasks/update", json!({"taskId": "t", "inputResponses": []}), "`inputResponses` is an empty list"),
+        ("tasks/update", json!({"taskId": "t", "inputResponses": "yes"}), "`inputResponses` is a string"),
+        ("tasks/update", json!({"taskId": "t"}), "`inputResponses` is missing"),
+        ("tasks/update", json!({"inputResponses": {}}), "`taskId` is missing"),
+    ] {
+        id += 1;
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": with_meta(params.clone(), &meta)});
+        let e = error_for(&mut mcp, &line.to_string(), json!(id));
+        assert_eq!(e["code"], INVALID_PARAMS, "{method} {params}: {e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.starts_with(&format!("invalid params for {method}: {says}")), "{message}");
+    }
+    still_serving(&mut mcp, &meta);
+    assert_eq!(mcp.close(), Some(0));
+
+    // An `initialize` session has no tasks at all, however the request is shaped.
+    let mut mcp = RawMcp::start(&h, &[]);
+    for params in [json!({"taskId": 5}), json!({"taskId": "t"})] {
+        assert_eq!(mcp.request("tasks/get", params)["error"]["code"], METHOD_NOT_FOUND);
+    }
+    still_serving(&mut mcp, &None);
 }
 
 #[test]

@@ -2,9 +2,11 @@
 //! need the server's process in hand or the exact messages on the wire: the initialize-based
 //! protocol (2025-11-25) or the stateless one (2026-07-28, every request carrying `_meta`).
 
-use std::io::{BufRead, BufReader, Lines, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
-use std::process::{Child, ChildStdin, ChildStdout, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -13,7 +15,8 @@ use crate::common::Home;
 pub struct RawMcp {
     pub server: Child,
     stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
+    /// The lines the server writes, read as they come (so a wait for one can give up).
+    lines: Receiver<String>,
     next_id: u64,
     /// The `_meta` every request carries on the stateless protocol; `None` on the other.
     meta: Option<Value>,
@@ -58,19 +61,41 @@ impl RawMcp {
             .spawn()
             .unwrap();
         let stdin = server.stdin.take();
-        let lines = BufReader::new(server.stdout.take().unwrap()).lines();
+        let stdout = BufReader::new(server.stdout.take().unwrap());
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in stdout.lines().map_while(std::result::Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
         RawMcp { server, stdin, lines, next_id: 0, meta: None }
     }
 
     /// Write one message.
     pub fn send(&mut self, msg: &Value) {
-        writeln!(self.stdin.as_mut().expect("stdin is open"), "{msg}").unwrap();
+        self.send_line(&msg.to_string());
+    }
+
+    /// Write one line, whatever it holds.
+    pub fn send_line(&mut self, line: &str) {
+        writeln!(self.stdin.as_mut().expect("stdin is open"), "{line}").unwrap();
     }
 
     /// Read the next message the server writes (`None` once it closed stdout).
     pub fn receive(&mut self) -> Option<Value> {
-        let line = self.lines.next()?.unwrap();
+        let line = self.lines.recv().ok()?;
         Some(serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")))
+    }
+
+    /// The next message the server writes, failing the test if none comes within `limit` (a
+    /// hang guard) while the server lives on.
+    pub fn receive_within(&mut self, limit: Duration) -> Value {
+        match self.lines.recv_timeout(limit) {
+            Ok(line) => serde_json::from_str(&line).unwrap_or_else(|e| panic!("not JSON ({e}): {line}")),
+            Err(e) => panic!("no message from the server within {limit:?} ({e}); alive: {:?}", self.server.try_wait()),
+        }
     }
 
     /// Send a request and return its response (this client sends one at a time).
