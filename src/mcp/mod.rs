@@ -13,6 +13,7 @@ mod result;
 mod server;
 mod shape;
 mod task_tools;
+mod wire;
 
 pub use budget::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};
 pub use limits::MaxWait;

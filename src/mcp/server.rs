@@ -19,14 +19,13 @@ use rmcp::model::{
     TASKS_EXTENSION_ID, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, ServerInitializeError};
-use rmcp::transport::IntoTransport;
-use rmcp::transport::async_rw::TransportAdapterAsyncRW;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use super::gate::Gate;
 use super::limits::MaxWait;
+use super::wire::Wire;
 use super::{arguments, publish, result};
 use crate::error::{Error, Frontend, Result};
 use crate::ops::{self, STILL_RUNNING};
@@ -160,9 +159,8 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
     }
     let server = AgentctlServer::new(store.clone(), options)?;
     let conn = server.conn.clone();
-    let stdio = IntoTransport::<RoleServer, _, TransportAdapterAsyncRW>::into_transport(rmcp::transport::stdio());
     let started = tokio::select! {
-        started = server.serve(Gate::new(stdio)) => started,
+        started = server.serve(Gate::new(Wire::stdio())) => started,
         () = &mut stop => return Ok(()),
     };
     let running = match started {

@@ -10,6 +10,8 @@ use serde_json::{Value, json};
 use crate::common::Home;
 use crate::raw_mcp::{RawMcp, meta_2026};
 
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 
@@ -44,6 +46,58 @@ fn error_for(mcp: &mut RawMcp, line: &str, id: Value) -> Value {
 fn still_serving(mcp: &mut RawMcp, meta: &Option<Value>) {
     let tools = mcp.request("tools/list", with_meta(json!({}), meta));
     assert!(tools["result"]["tools"].as_array().is_some_and(|t| !t.is_empty()), "{tools}");
+}
+
+#[test]
+fn lines_it_cannot_read_are_answered_and_it_goes_on_serving() {
+    let h = Home::new();
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":41,"method":"tools/list","params":{{"deep":{}{}}}}}"#,
+        "[".repeat(5000),
+        "]".repeat(5000)
+    );
+    for (mut mcp, meta) in both(&h) {
+        // `_meta` a string: invalid params, answering its request.
+        for (id, method) in [(31, "tools/list"), (32, "tools/call"), (33, "ping")] {
+            let params = json!({"_meta": "x", "name": "list", "arguments": {}});
+            let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string();
+            let e = error_for(&mut mcp, &line, json!(id));
+            if method == "ping" && meta.is_some() {
+                // Protocol 2026-07-28 has no ping, however it is sent.
+                assert_eq!(e["code"], METHOD_NOT_FOUND, "{e}");
+            } else {
+                assert_eq!(e["code"], INVALID_PARAMS, "{method}: {e}");
+                assert!(e["message"].as_str().unwrap().contains("`_meta` must be an object"), "{e}");
+            }
+            still_serving(&mut mcp, &meta);
+        }
+        // JSON nested 5 000 deep (serde_json reads 128 levels), or cut short: a parse error.
+        for line in [deep.as_str(), r#"{"jsonrpc":"2.0","id":42,"method":"tools/list""#, "not json"] {
+            let e = error_for(&mut mcp, line, Value::Null);
+            assert_eq!(e["code"], PARSE_ERROR, "{e}");
+            assert!(e["message"].as_str().unwrap().contains("one JSON-RPC message"), "{e}");
+            still_serving(&mut mcp, &meta);
+        }
+        // JSON that is no request: an invalid request, with its id when it has a readable one.
+        for (line, id) in [
+            ("5".to_owned(), Value::Null),
+            (json!([{"jsonrpc": "2.0", "id": 51, "method": "ping"}]).to_string(), Value::Null),
+            (json!({"jsonrpc": "2.0", "id": true, "method": "ping"}).to_string(), Value::Null),
+            (json!({"jsonrpc": "2.0", "id": 52, "method": 7}).to_string(), json!(52)),
+            (json!({"jsonrpc": "1.0", "id": "s", "method": "ping"}).to_string(), json!("s")),
+        ] {
+            let e = error_for(&mut mcp, &line, id);
+            assert_eq!(e["code"], INVALID_REQUEST, "{line}: {e}");
+            still_serving(&mut mcp, &meta);
+        }
+        // Params that are not an object, for a method served here.
+        let line = json!({"jsonrpc": "2.0", "id": 61, "method": "tools/call", "params": 5}).to_string();
+        assert_eq!(error_for(&mut mcp, &line, json!(61))["code"], INVALID_PARAMS);
+        // A notification is never answered, even unreadable: the next answer is the next request's.
+        mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": "x"}}));
+        still_serving(&mut mcp, &meta);
+        assert_eq!(mcp.close(), Some(0));
+    }
 }
 
 #[test]
