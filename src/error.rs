@@ -93,10 +93,22 @@ impl Error {
 
     /// The whole message for `reader`: what went wrong, then what to do next.
     pub fn message(&self, reader: Frontend) -> String {
-        let core = self.core();
+        let core = match reader {
+            Frontend::Cli => self.core(),
+            Frontend::Mcp => self.core_without_paths(),
+        };
         match self.advice(reader) {
             Some(advice) => format!("{core}; {advice}"),
             None => core,
+        }
+    }
+
+    /// What went wrong, as the MCP server says it: without the paths of the machine it runs
+    /// on (its results promise none; a model could not use them).
+    fn core_without_paths(&self) -> String {
+        match self {
+            Error::UnknownToken { token, .. } => format!("no task {token} in this server's home"),
+            e => without_paths(&e.core()),
         }
     }
 
@@ -166,6 +178,36 @@ impl Error {
             _ => return None,
         })
     }
+}
+
+/// `text` with each absolute path shortened to `…/` and its last part (`cannot read
+/// /home/me/.agentctl/tasks/a3f2c1/summary.md` → `cannot read …/summary.md`), for the MCP
+/// server. A path starts at a `/` that begins a word or follows a quote, a bracket or `=`;
+/// a URL's slashes do not.
+pub fn without_paths(text: &str) -> String {
+    const OPENS: &str = "`'\"([{<=";
+    const ENDS: &str = "`'\")]}>,;";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('/') {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let starts = out.chars().next_back().is_none_or(|c| c.is_whitespace() || OPENS.contains(c));
+        let len = from.find(|c: char| c.is_whitespace() || ENDS.contains(c)).unwrap_or(from.len());
+        // A sentence's `.` or `:` after a path is not part of it.
+        let path = from[..len].trim_end_matches(['.', ':']);
+        let last = path.trim_end_matches('/').rsplit('/').next().unwrap_or_default();
+        if starts && !last.is_empty() {
+            out.push_str("…/");
+            out.push_str(last);
+            rest = &from[path.len()..];
+        } else {
+            out.push('/');
+            rest = &from[1..];
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The MCP tools, as messages name them.
@@ -308,7 +350,42 @@ mod tests {
         for e in every_kind() {
             let m = e.message(Frontend::Mcp);
             assert!(!m.contains("agentctl ") && !m.contains("--"), "{m}");
-            assert!(m.starts_with(&e.core()), "{m}");
+            assert!(m.starts_with(&e.core_without_paths()), "{m}");
+        }
+    }
+
+    #[test]
+    fn mcp_messages_name_no_absolute_path_and_the_cli_keeps_them() {
+        for e in every_kind() {
+            let m = e.message(Frontend::Mcp);
+            assert!(!m.contains(" /") && !m.contains("`/"), "{m}");
+        }
+        let token = crate::task::Token::parse("a3f2c1").unwrap();
+        let unknown = Error::UnknownToken { token, home: "/root/.agentctl".into() };
+        assert!(unknown.message(Frontend::Mcp).starts_with("no task a3f2c1 in this server's home; call `list`"));
+        assert!(unknown.to_string().starts_with("no task a3f2c1 in /root/.agentctl;"));
+        let io = Error::Io {
+            context: "cannot read /root/.agentctl/tasks/a3f2c1/summary.md".into(),
+            source: std::io::ErrorKind::PermissionDenied.into(),
+        };
+        assert!(io.message(Frontend::Mcp).starts_with("cannot read …/summary.md: permission denied;"), "{io}");
+        assert!(io.to_string().starts_with("cannot read /root/.agentctl/tasks/a3f2c1/summary.md: "));
+    }
+
+    #[test]
+    fn paths_are_cut_to_their_last_part_and_nothing_else_is() {
+        for (text, says) in [
+            ("cannot open log /h/tasks/a3f2c1/output.log: denied", "cannot open log …/output.log: denied"),
+            ("working directory /srv/app/ does not exist.", "working directory …/app does not exist."),
+            ("cannot run `/usr/bin/kiro-cli` (`PATH=/nonexistent:/bin`)", "cannot run `…/kiro-cli` (`PATH=…/bin`)"),
+            ("/h/x.log is a symlink", "…/x.log is a symlink"),
+            (
+                "see https://example.com/a/b and a/b, 3/4, and / alone",
+                "see https://example.com/a/b and a/b, 3/4, and / alone",
+            ),
+            ("no paths here", "no paths here"),
+        ] {
+            assert_eq!(without_paths(text), says, "{text}");
         }
     }
 

@@ -5,6 +5,7 @@
 
 use serde::Serialize;
 
+use crate::error::without_paths;
 use crate::ops::TaskView;
 use crate::task::{Question, Status, Token};
 
@@ -88,8 +89,9 @@ impl TaskResult {
             full,
             summary,
             headline: v.headline(),
-            error: v.error.clone(),
-            note: v.note.clone(),
+            // Stored as the CLI shows them, with the paths of the files involved.
+            error: v.error.as_deref().map(without_paths),
+            note: v.note.as_deref().map(without_paths),
             next,
         }
     }

@@ -167,7 +167,7 @@ impl AgentctlServer {
     fn handle(&self, id: &str) -> std::result::Result<McpTask, ErrorData> {
         match self.store.mcp_task(id) {
             Ok(Some(t)) => Ok(t),
-            Ok(None) => Err(not_found(id, &self.store)),
+            Ok(None) => Err(not_found(id)),
             Err(e) => Err(internal(&e)),
         }
     }
@@ -181,7 +181,7 @@ impl AgentctlServer {
         let t = self.handle(&p.task_id)?;
         let v = ops::status(&self.store, t.token).map_err(|e| match e {
             // Pruned between the two reads.
-            Error::UnknownToken { .. } => not_found(&p.task_id, &self.store),
+            Error::UnknownToken { .. } => not_found(&p.task_id),
             e => internal(&e),
         })?;
         Ok(GetTaskResult::new(self.detailed(&t, &v, elicits(ctx))))
@@ -250,12 +250,11 @@ impl AgentctlServer {
 const DECLINED: &str = "[no answer: the user declined to answer]";
 
 /// The error for a taskId this home does not know (invalid params, as the extension says).
-fn not_found(id: &str, store: &crate::store::Store) -> ErrorData {
+fn not_found(id: &str) -> ErrorData {
     ErrorData::invalid_params(
         format!(
-            "no task {id} in this home (agentctl home {}): it was handed out by another home, pruned, or never; \
-             `list` shows this home's tasks",
-            store.home().display()
+            "no task {id} in this server's home: it was handed out by another home, pruned, or never; `list` \
+             shows this home's tasks"
         ),
         None,
     )

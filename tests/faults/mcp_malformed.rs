@@ -3,11 +3,13 @@
 //! can be read, or a tool result a model can act on, naming no path of the machine), and the
 //! server goes on serving.
 
+use std::os::unix::fs::symlink;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::Home;
+use crate::common::{Home, fake_agent};
 use crate::raw_mcp::{RawMcp, meta_2026};
 
 const PARSE_ERROR: i64 = -32700;
@@ -165,4 +167,43 @@ fn tool_arguments_that_do_not_fit_are_named_with_what_they_must_be_and_the_call_
         }
         assert_eq!(mcp.close(), Some(0));
     }
+}
+
+#[test]
+fn errors_reach_a_client_without_the_paths_of_the_home() {
+    let h = Home::new();
+    let home = h.path().to_str().unwrap().to_owned();
+    let v = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0", "an answer"], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let log = PathBuf::from(v["log_path"].as_str().unwrap());
+    // A log replaced by a symlink: refused, saying which file, but not where it is.
+    std::fs::remove_file(&log).unwrap();
+    symlink("/etc/hostname", &log).unwrap();
+    let cli = h.run(&["logs", &token], 2);
+    assert!(cli.stderr.contains(&home), "the CLI keeps its paths: {}", cli.stderr);
+    for (mut mcp, _) in both(&h) {
+        let answers = [
+            mcp.call("logs", json!({"token": token})),
+            mcp.call("await", json!({"token": "abcdef"})),
+            mcp.call("halt", json!({"token": "abcdef"})),
+        ];
+        for r in &answers {
+            assert_eq!(r["isError"], true, "{r}");
+            assert!(!r.to_string().contains(&home), "{r}");
+        }
+        let refused = answers[0]["content"][0]["text"].as_str().unwrap();
+        assert!(refused.contains(&format!("…/{token}.log is a symlink")), "{refused}");
+        let unknown = answers[1]["content"][0]["text"].as_str().unwrap();
+        assert!(unknown.starts_with("no task abcdef in this server's home; call `list`"), "{unknown}");
+        assert_eq!(mcp.close(), Some(0));
+    }
+    // A taskId this home does not know (the tasks extension's "invalid params").
+    let mut mcp = RawMcp::start_2026(&h, &[]);
+    let mut meta = meta_2026();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"extensions": {"io.modelcontextprotocol/tasks": {}}});
+    let line = json!({"jsonrpc": "2.0", "id": 7, "method": "tasks/get", "params": {"taskId": "nope", "_meta": meta}});
+    let e = error_for(&mut mcp, &line.to_string(), json!(7));
+    assert_eq!(e["code"], INVALID_PARAMS, "{e}");
+    assert!(!e.to_string().contains(&home), "{e}");
+    assert!(e["message"].as_str().unwrap().starts_with("no task nope in this server's home"), "{e}");
 }
