@@ -120,7 +120,8 @@ impl AgentctlServer {
                 if let Some(seq) = event.seq {
                     self.conn.answered(seq);
                 }
-                let r = self.event_result(event, limit.note);
+                let note = limit.note_if(event.kind == EventKind::Timeout);
+                let r = self.event_result(event, note);
                 Ok(result::structured(&r, r.text(), false))
             }
             .await,

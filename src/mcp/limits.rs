@@ -1,6 +1,7 @@
 //! The longest one tool call blocks (`agentctl mcp --max-wait`, default 55 s): below the
 //! tool-call timeouts of common clients (60 s in the TypeScript SDK), so no wait outlives the
-//! client's patience. A longer wait asked for is clamped, never refused, and the answer says so.
+//! client's patience. A longer wait asked for is clamped, never refused, and an answer whose
+//! wait ran out says so.
 
 use std::time::Duration;
 
@@ -17,6 +18,15 @@ pub struct MaxWait(pub Duration);
 pub struct CappedWait {
     pub wait: Duration,
     pub note: Option<String>,
+}
+
+impl CappedWait {
+    /// The note for an answer whose wait ran out (`ran_out`), if the cap shortened it. A wait
+    /// that ended sooner (the task ended or asked, an event came), or never began (the task
+    /// had ended already), was not cut short: its answer has nothing to note.
+    pub fn note_if(&self, ran_out: bool) -> Option<String> {
+        self.note.clone().filter(|_| ran_out)
+    }
 }
 
 impl MaxWait {
@@ -66,9 +76,10 @@ mod tests {
         let over = cap(Some(300.0));
         assert_eq!(over.wait, max.0);
         assert_eq!(
-            over.note.as_deref(),
+            over.note_if(true).as_deref(),
             Some("timeout_secs 300 is above this server's --max-wait of 55 s; waited at most 55 s")
         );
+        assert_eq!(over.note_if(false), None, "a wait that did not run out was not cut short");
         // Out of range is refused before any capping.
         assert!(max.cap("timeout_secs", Some(1e19), max.0).is_err());
         assert!(max.cap("timeout_secs", Some(-1.0), max.0).is_err());

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use super::limits::MaxWait;
+use super::limits::{CappedWait, MaxWait};
 use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
 use crate::task::{EventKind, Role, Status, Token, duration_from_secs};
@@ -231,18 +231,23 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
     duration_from_secs(what, secs)
 }
 
-/// A launch request, and a note for the answer when its wait was capped.
+/// A launch request, and its wait as capped (with no note for `async`, which does not wait).
 pub struct LaunchRequest {
     pub launch: Launch,
-    pub note: Option<String>,
+    pub capped: CappedWait,
 }
 
 impl LaunchOptions {
     /// The launch request for `role` running `what` with these options, waiting at most `max`.
     fn into_launch(self, role: &str, what: What, max: MaxWait) -> Result<LaunchRequest> {
         // Checked even with `async`, which does not wait: a number out of range is refused.
-        let capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
-        let (wait, note) = if self.run_async { (Wait::Async, None) } else { (Wait::For(capped.wait), capped.note) };
+        let mut capped = max.cap("wait_secs", self.wait_secs, max.hybrid())?;
+        let wait = if self.run_async {
+            capped.note = None;
+            Wait::Async
+        } else {
+            Wait::For(capped.wait)
+        };
         let launch = Launch {
             role: Role::parse(role)?,
             what,
@@ -253,7 +258,7 @@ impl LaunchOptions {
             worktree: None,
             pool: None,
         };
-        Ok(LaunchRequest { launch, note })
+        Ok(LaunchRequest { launch, capped })
     }
 }
 

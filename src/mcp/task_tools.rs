@@ -48,7 +48,7 @@ impl AgentctlServer {
     /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
-        let LaunchRequest { mut launch, note } = req?;
+        let LaunchRequest { mut launch, capped } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
         let offered = native::offered(&ctx);
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
@@ -64,7 +64,8 @@ impl AgentctlServer {
                 Err(e) => r.add_note(native::not_handed_out(&e)),
             }
         }
-        if let Some(note) = note {
+        // The wait ran out: the task still runs, and asks nothing.
+        if let Some(note) = capped.note_if(!v.status.is_final() && v.pending_question.is_none()) {
             r.add_note(note);
         }
         Ok(result::task(r, None, self.options.budget).into())
@@ -127,11 +128,12 @@ impl AgentctlServer {
                     many => format!("waiting for any of {} tasks", many.len()),
                 };
                 let a = self.watch(wait, &ctx, progress).await.unwrap_or_else(|| Err(cancelled(&tokens)))?;
+                let note = limit.note_if(a.timed_out);
                 if let (1, Some(v)) = (tokens.len(), a.ended.first().or(a.running.first())) {
                     // One task: its result, as `ask` gives it.
                     let mut r = TaskResult::of(v, self.next_step(v));
                     r.timed_out = a.timed_out;
-                    if let Some(note) = limit.note {
+                    if let Some(note) = note {
                         r.add_note(note);
                     }
                     return Ok(result::task(r, None, self.options.budget));
@@ -156,7 +158,7 @@ impl AgentctlServer {
                         seconds_text(max.0)
                     )
                 });
-                if let Some(note) = limit.note {
+                if let Some(note) = note {
                     next = Some(match next {
                         Some(n) => format!("{n} ({note})"),
                         None => note,

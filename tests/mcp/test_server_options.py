@@ -115,6 +115,31 @@ async def test_max_wait_caps_and_defaults_every_wait_and_says_so(home):
         assert "grace_secs 120" in h.structured_content["note"], h.structured_content
 
 
+async def test_a_wait_that_did_not_run_out_has_no_cap_to_note(home):
+    async with connect(home, "--allow-run", "--max-wait", "1s") as c:
+        tokens = []
+        for _ in range(2):
+            r = await c.call_tool("run", {"command": [FAKE, "sleep", "0", "done"], "async": True})
+            tokens.append(r.structured_content["token"])
+        for token in tokens:
+            for _ in range(60):  # a hang guard: each call waits at most the 1 s cap
+                w = await c.call_tool("await", {"token": token})
+                if w.structured_content["status"] != "running":
+                    break
+            assert w.structured_content["status"] == "completed", w.structured_content
+
+        # Already ended: nothing was waited for, so nothing was cut short by the cap.
+        for args in ({"token": tokens[0]}, {"tokens": tokens}):
+            w = await c.call_tool("await", {**args, "timeout_secs": 300})
+            assert not w.is_error, w.content[0].text
+            assert "max-wait" not in w.content[0].text and "max-wait" not in str(w.structured_content)
+
+        # An event already queued: the wait did not run out either.
+        await c.call_tool("notify", {"message": "hello", "session": "s"})
+        e = await c.call_tool("wait_for_event", {"session": "s", "timeout_secs": 300})
+        assert e.structured_content["type"] == "message" and "note" not in e.structured_content
+
+
 @pytest.mark.parametrize("flags,cap", [((), "55 s"), (("--max-wait", "20s"), "20 s")])
 async def test_descriptions_and_instructions_state_the_real_cap(home, flags, cap):
     async with connect(home, *flags) as c:
