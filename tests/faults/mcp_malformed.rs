@@ -135,6 +135,7 @@ fn wrongly_shaped_task_requests_are_invalid_params_and_name_what_is_wrong() {
         assert_eq!(mcp.request("tasks/get", params)["error"]["code"], METHOD_NOT_FOUND);
     }
     still_serving(&mut mcp, &None);
+    assert_eq!(mcp.close(), Some(0));
 }
 
 #[test]
@@ -206,4 +207,5 @@ fn errors_reach_a_client_without_the_paths_of_the_home() {
     assert_eq!(e["code"], INVALID_PARAMS, "{e}");
     assert!(!e.to_string().contains(&home), "{e}");
     assert!(e["message"].as_str().unwrap().starts_with("no task nope in this server's home"), "{e}");
+    assert_eq!(mcp.close(), Some(0));
 }
