@@ -56,12 +56,13 @@ pub fn publish<S>(router: &mut ToolRouter<S>, max: MaxWait) {
 pub fn name_roles<S>(router: &mut ToolRouter<S>, roles: &crate::ops::Roles) {
     let Some(tool) = router.map.get_mut("ask").map(|r| &mut r.attr) else { return };
     let names: Vec<&str> = roles.roles.iter().map(|r| r.role.as_str()).collect();
-    let other =
-        format!("runs {} (`{}`)", roles.other_roles.source, crate::ops::shell_words(&roles.other_roles.command));
-    let said = match names.len() {
-        0 => format!(" No roles are defined: every role {other}."),
-        _ => format!(" Roles: {}; any other role {other}.", names.join(", ")),
-    };
+    if names.is_empty() {
+        // Nothing to choose from: `role`'s own description says the rest.
+        return;
+    }
+    // Every client reads the whole list: the program alone says what the others run.
+    let program = roles.other_roles.command.first().map_or("", String::as_str);
+    let said = format!(" Roles: {}; others run `{program}`.", names.join(", "));
     let description = tool.description.as_deref().unwrap_or_default();
     tool.description = Some(format!("{description}{said}").into());
 }
