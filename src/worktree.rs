@@ -16,8 +16,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::task::Token;
 
-/// The most file names a task's `changes` lists (the counts cover them all).
-pub const MAX_LISTED: usize = 100;
+mod changes;
+
+pub use changes::{Changes, MAX_LISTED, changes};
 
 /// How often `git worktree add` is tried when another git process holds a lock of the
 /// repository (tasks started at once in one repository).
@@ -51,32 +52,6 @@ pub const REPO_VARIABLES: &[&str] = &[
     "GIT_NAMESPACE",
     "GIT_QUARANTINE_PATH",
 ];
-
-/// What a task changed in its worktree, against its base commit.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Changes {
-    /// Files added, changed or removed.
-    pub files: u64,
-    /// Lines added and removed (binary files count no lines).
-    pub added: u64,
-    pub removed: u64,
-    /// The files' paths, at most `MAX_LISTED`.
-    pub paths: Vec<String>,
-}
-
-impl Changes {
-    /// One line: `3 files changed, +10 -2: a.rs, b.rs, new.txt`.
-    pub fn line(&self) -> String {
-        let mut s = format!("{} file(s) changed, +{} -{}", self.files, self.added, self.removed);
-        if !self.paths.is_empty() {
-            s.push_str(&format!(": {}", self.paths.join(", ")));
-            if (self.paths.len() as u64) < self.files {
-                s.push_str(&format!(" and {} more", self.files - self.paths.len() as u64));
-            }
-        }
-        s
-    }
-}
 
 /// Run `git` with `args` in `dir`; its stdout, or an error with its stderr. Nothing is asked
 /// of a terminal or an editor, no optional lock is taken, and it is stopped after `GIT_LIMIT`.
@@ -285,68 +260,6 @@ fn copy_in(from: &Path, root: &Path, rel: &Path) -> std::io::Result<bool> {
     Ok(true)
 }
 
-/// What changed in `wt` against its base: its working tree, whatever was committed, staged
-/// or left as is, and new files that are not ignored (the copied-in ones aside). Nothing is
-/// written: the lines of new files are counted here.
-pub fn changes(wt: &Worktree) -> std::result::Result<Changes, String> {
-    use std::os::unix::ffi::OsStrExt;
-    let tracked =
-        git(&wt.path, ["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", &wt.base])?;
-    let mut c = parse_numstat(&tracked);
-    let new = git(&wt.path, ["ls-files", "-z", "--others", "--exclude-standard"])?;
-    for name in new.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let shown = String::from_utf8_lossy(name).into_owned();
-        if wt.included.contains(&shown) {
-            continue;
-        }
-        c.files += 1;
-        c.added += count_lines(&wt.path.join(OsStr::from_bytes(name)));
-        if c.paths.len() < MAX_LISTED {
-            c.paths.push(shown);
-        }
-    }
-    Ok(c)
-}
-
-/// The lines of a new file, as `git diff` counts them: none for a binary one (a NUL in its
-/// first 8000 bytes), and a last line without a newline counts.
-fn count_lines(path: &Path) -> u64 {
-    use std::io::Read;
-    let Ok(mut f) = std::fs::OpenOptions::new().read(true).open(path) else { return 0 };
-    let (mut lines, mut first, mut last) = (0u64, true, b'\n');
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match f.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        if first && buf[..n.min(8000)].contains(&0) {
-            return 0;
-        }
-        first = false;
-        lines += buf[..n].iter().filter(|&&b| b == b'\n').count() as u64;
-        last = buf[n - 1];
-    }
-    lines + u64::from(last != b'\n')
-}
-
-/// `git diff --numstat -z`: `ADDED\tREMOVED\tPATH\0` per file (`-` for binary files).
-fn parse_numstat(out: &[u8]) -> Changes {
-    let mut c = Changes::default();
-    for entry in out.split(|&b| b == 0).filter(|e| !e.is_empty()) {
-        let mut f = entry.splitn(3, |&b| b == b'\t');
-        let (Some(a), Some(r), Some(p)) = (f.next(), f.next(), f.next()) else { continue };
-        let num = |s: &[u8]| std::str::from_utf8(s).ok().and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        c.files += 1;
-        c.added += num(a);
-        c.removed += num(r);
-        if c.paths.len() < MAX_LISTED {
-            c.paths.push(String::from_utf8_lossy(p).into_owned());
-        }
-    }
-    c
-}
-
 /// Remove the worktree (whatever is in it) and, with `branch`, its branch too. Best effort: a
 /// repository that is gone leaves only the directory to remove.
 pub fn remove(wt: &Worktree, branch: bool) {
@@ -375,18 +288,4 @@ pub fn disk_use(path: &Path) -> u64 {
             .sum()
     }
     walk(path)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numstat_counts_lines_and_binary_files_and_lists_paths() {
-        let c = parse_numstat(b"1\t2\ta.txt\x003\t0\tdir/new file.txt\x00-\t-\tlogo.png\x00");
-        assert_eq!((c.files, c.added, c.removed), (3, 4, 2));
-        assert_eq!(c.paths, ["a.txt", "dir/new file.txt", "logo.png"]);
-        assert_eq!(c.line(), "3 file(s) changed, +4 -2: a.txt, dir/new file.txt, logo.png");
-        assert_eq!(parse_numstat(b""), Changes::default());
-    }
 }

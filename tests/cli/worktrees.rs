@@ -235,3 +235,53 @@ fn a_task_started_with_the_callers_git_variables_never_touches_the_callers_index
     assert_eq!(v["changes"]["paths"], serde_json::json!(["staged.txt"]), "{v}");
     assert_eq!(std::fs::read(r.join(".git/index")).unwrap(), index_before);
 }
+
+/// Files, added and removed lines as git itself counts them in `wt` against `base`: new
+/// files made known to its index first (a test's scratch worktree).
+fn git_count(wt: &Path, base: &str) -> (u64, u64, u64) {
+    git(wt, &["add", "-A", "-N"]);
+    let numstat = git(wt, &["diff", "--numstat", "--no-renames", base]);
+    numstat.lines().fold((0, 0, 0), |(f, a, r), line| {
+        let mut cols = line.split('\t').map(|n| n.parse::<u64>().unwrap_or(0));
+        (f + 1, a + cols.next().unwrap(), r + cols.next().unwrap())
+    })
+}
+
+#[test]
+fn symlinks_count_as_their_target_path_and_no_fifo_or_big_file_is_read_so_the_task_ends() {
+    let h = Home::new();
+    let r = repo(&h);
+    let base = git(&r, &["rev-parse", "HEAD"]).trim().to_owned();
+    // Above this git takes a file for binary without reading it.
+    git(&r, &["config", "core.bigFileThreshold", "1m"]);
+    let pipe = h.path().join("pipe");
+    nix::unistd::mkfifo(&pipe, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    // Links to a file, to a big file, to a FIFO outside, to nothing; a FIFO itself; a tracked
+    // file become a link; an edit; a new file.
+    let script = format!(
+        "head -c 2000000 /dev/zero | tr '\\0' '\\n' > big.txt && ln -s big.txt to-big && ln -s sub/b.txt to-file &&
+         ln -s '{pipe}' to-fifo && ln -s nowhere dangling && mkfifo fifo && rm a.txt && ln -s sub/b.txt a.txt &&
+         echo more >> sub/b.txt && printf 'x\\ny\\n' > new.txt",
+        pipe = pipe.display()
+    );
+    let out =
+        agentctl(&h, &r).args(["--json", "run", "--async", "--worktree", "--", "sh", "-c", &script]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let token = serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["token"].as_str().unwrap().to_owned();
+    let waited = h.cmd().args(["--json", "await", &token, "--timeout", "60s"]).output().unwrap();
+    if waited.status.code() != Some(0) {
+        // Let a supervisor stuck opening the FIFO go, so that it ends after the test.
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(&pipe);
+        panic!("the task did not end: {}", String::from_utf8_lossy(&waited.stdout));
+    }
+    let v: serde_json::Value = serde_json::from_slice(&waited.stdout).unwrap();
+    assert_eq!(v["status"], "completed", "{v}");
+    let c = &v["changes"];
+    let counted = (c["files"].as_u64().unwrap(), c["added"].as_u64().unwrap(), c["removed"].as_u64().unwrap());
+    let wt = PathBuf::from(v["worktree"].as_str().unwrap());
+    assert_eq!(counted, git_count(&wt, &base), "{v}");
+    // a.txt 1/1, sub/b.txt 1/0, new.txt 2, big.txt binary, four links 1 each; no FIFO.
+    assert_eq!(counted, (8, 8, 1), "{v}");
+    assert!(!c["paths"].as_array().unwrap().iter().any(|p| p == "fifo"), "{v}");
+}
