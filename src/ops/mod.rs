@@ -9,6 +9,7 @@ mod own_path;
 mod page;
 mod prune;
 mod query;
+mod scroll;
 mod stop;
 mod view;
 mod wait;
@@ -21,9 +22,10 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words};
-pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page, page_of};
+pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
+pub use scroll::{LogScroll, Move};
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};

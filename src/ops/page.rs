@@ -86,9 +86,8 @@ pub fn log_page(store: &Store, token: Token, req: PageRequest) -> Result<LogPage
     page_of(&status(store, token)?, req)
 }
 
-/// `log_page` of a task already looked at (the live view reads its selected task's output
-/// on each write, and has its view from the listing).
-pub fn page_of(view: &TaskView, req: PageRequest) -> Result<LogPage> {
+/// `log_page` of a task already looked at.
+fn page_of(view: &TaskView, req: PageRequest) -> Result<LogPage> {
     let token = view.token;
     let path = if req.summary { view.summary_path.clone() } else { view.log_path.clone() };
     let what = || format!("cannot read {}", path.display());

@@ -122,3 +122,105 @@ fn top_shows_the_tasks_and_their_output_halts_one_and_gives_the_terminal_back() 
     assert!(tmux.cursor_shown());
     h.run(&["halt", &asking, "--grace", "0s"], 0);
 }
+
+impl Tmux {
+    /// Row `n` of the screen, as shown.
+    fn row(&self, n: usize) -> String {
+        self.pane().lines().nth(n).unwrap_or_default().to_owned()
+    }
+
+    /// The process the pane's shell runs (`agentctl top`), from the shell's own children.
+    fn child_pid(&self) -> i64 {
+        let out = self.command().args(["display-message", "-p", "#{pane_pid}"]).output().unwrap();
+        let shell = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+        let children = std::fs::read_to_string(format!("/proc/{shell}/task/{shell}/children")).unwrap();
+        children.split_whitespace().next().expect("the shell runs top").parse().unwrap()
+    }
+
+    /// `agentctl top` typed and started; its pid.
+    fn top(&self) -> i64 {
+        self.keys(&["-l", "agentctl top"]);
+        self.wait_for("the command line", " top");
+        self.keys(&["Enter"]);
+        self.wait_for("the view", " running · ");
+        self.child_pid()
+    }
+}
+
+/// The bytes process `pid` has read, from any file, since it started.
+fn bytes_read(pid: i64) -> u64 {
+    let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
+    io.lines().find_map(|l| l.strip_prefix("rchar: ")).unwrap().trim().parse().unwrap()
+}
+
+/// The number in a log view's first row, `line N`.
+fn first_line_shown(tmux: &Tmux) -> Option<u64> {
+    let row = tmux.row(1);
+    row.trim_matches(|c: char| c == '│' || c.is_whitespace()).strip_prefix("line ")?.parse().ok()
+}
+
+#[test]
+fn the_log_view_pages_back_to_the_first_line_of_a_long_log_and_stays_there_while_output_comes() {
+    let h = Home::new();
+    let trigger = h.path().join("trigger");
+    let script = format!(
+        "seq -f 'line %.0f' 1 200000; until [ -e '{t}' ]; do sleep 0.01; done
+         i=200001; while :; do echo line $i; i=$((i+1)); sleep 0.05; done",
+        t = trigger.display()
+    );
+    let task = h.start_script(&script);
+    wait_until(Duration::from_secs(30), "the long output", || h.status(&task)["line_count"] == 200_000);
+    let tmux = Tmux::start(&h);
+    tmux.top();
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the log view", "following");
+    assert_eq!(first_line_shown(&tmux), Some(199_980), "{}", tmux.pane());
+    // Far past the last thousand lines, 20 rows a page (a hundred keys at a time: tmux loses
+    // some of more).
+    for n in 1..=6 {
+        tmux.keys(&["-N", "100", "PageUp"]);
+        let want = 199_980 - n * 2000;
+        wait_until(Duration::from_secs(30), "100 pages up", || first_line_shown(&tmux) == Some(want));
+    }
+    assert!(tmux.pane().contains("scrolled back, at 93%"), "{}", tmux.pane());
+    touch(&trigger);
+    let first = first_line_shown(&tmux);
+    let title = tmux.row(0);
+    // New output comes, and the title's count with it: the rows shown stay.
+    wait_until(Duration::from_secs(30), "more output counted in the title", || tmux.row(0) != title);
+    assert_eq!(first_line_shown(&tmux), first, "{}", tmux.pane());
+    tmux.keys(&["g"]);
+    wait_until(Duration::from_secs(20), "the first line", || first_line_shown(&tmux) == Some(1));
+    tmux.keys(&["-N", "3", "PageDown"]);
+    wait_until(Duration::from_secs(20), "three pages down", || first_line_shown(&tmux) == Some(61));
+    tmux.keys(&["f"]);
+    tmux.wait_for("following again", "following");
+    tmux.keys(&["q"]);
+    h.run(&["halt", &task, "--grace", "0s"], 0);
+}
+
+#[test]
+fn top_reads_of_a_long_line_what_it_shows_not_the_whole_line() {
+    let h = Home::new();
+    // A row of a line is a block of it (64 KiB): a screenful of them is 1.3 MB.
+    let size = 64_000_000u64;
+    let task = h.start_script(&format!("head -c {size} /dev/zero | tr '\\0' x; echo; echo WRITTEN"));
+    h.run(&["await", &task], 0);
+    let tmux = Tmux::start(&h);
+    let top = tmux.top();
+    tmux.wait_for("the line under the table", "xxxxxxxxxxxxxxxx");
+    let read = bytes_read(top);
+    assert!(read < size / 4, "top read {read} bytes of a {size}-byte log to show the last rows of it");
+    tmux.wait_for("the output's end under the table", "WRITTEN");
+    tmux.keys(&["Enter"]);
+    tmux.wait_for("the log view", "following");
+    tmux.keys(&["g"]);
+    tmux.wait_for("its first rows", "scrolled back");
+    tmux.keys(&["-N", "2", "PageDown"]);
+    tmux.keys(&["f"]);
+    tmux.wait_for("its end again", "following");
+    let read = bytes_read(top);
+    eprintln!("top read {read} bytes of a {size}-byte log");
+    assert!(read < size / 4, "top read {read} bytes of a {size}-byte log to show a few rows of it");
+    tmux.keys(&["q"]);
+}

@@ -3,7 +3,7 @@
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
-use crate::ops::TaskView;
+use crate::ops::{Move, TaskView};
 use crate::task::Token;
 
 /// What the view shows, and where the user is in it.
@@ -16,8 +16,11 @@ pub struct App {
     /// Only tasks whose token, role, status, session or question contain this.
     pub filter: String,
     pub mode: Mode,
-    /// The selected task's last lines of output.
+    /// The selected task's output the view shows: its last rows, or, scrolled back, the rows
+    /// from where the user went.
     pub log: Vec<String>,
+    /// Where the log view is scrolled back to (percent into the log); `None` while it follows.
+    pub scrolled: Option<u64>,
     /// A line about the last action (a halt, a reply, an error).
     pub notice: Option<String>,
     /// The home shown in the title.
@@ -29,8 +32,8 @@ pub struct App {
 pub enum Mode {
     /// The table and the selected task's last output.
     Table,
-    /// The selected task's output, whole screen; `back` lines up from the end (0: following).
-    Log { back: usize },
+    /// The selected task's output, whole screen.
+    Log,
     /// Typing a filter.
     Filter,
     /// Asking whether to halt this task.
@@ -48,6 +51,8 @@ pub enum Action {
     Selected,
     Halt(Token),
     Reply(Token, String),
+    /// Move the log view.
+    Scroll(Move),
 }
 
 impl App {
@@ -58,6 +63,7 @@ impl App {
             filter: String::new(),
             mode: Mode::Table,
             log: Vec::new(),
+            scrolled: None,
             notice: None,
             home,
         }
@@ -118,7 +124,7 @@ impl App {
         }
         match self.mode.clone() {
             Mode::Table => self.table_key(key.code),
-            Mode::Log { back } => self.log_key(key.code, back),
+            Mode::Log => self.log_key(key.code),
             Mode::Filter => {
                 match key.code {
                     KeyCode::Enter => self.mode = Mode::Table,
@@ -178,7 +184,7 @@ impl App {
             KeyCode::Home | KeyCode::Char('g') => self.step(isize::MIN / 2),
             KeyCode::End | KeyCode::Char('G') => self.step(isize::MAX / 2),
             KeyCode::Enter | KeyCode::Char('l') if self.selected.is_some() => {
-                self.mode = Mode::Log { back: 0 };
+                self.mode = Mode::Log;
                 Action::Selected
             }
             KeyCode::Char('/') => {
@@ -211,22 +217,21 @@ impl App {
         }
     }
 
-    fn log_key(&mut self, code: KeyCode, back: usize) -> Action {
-        let back = match code {
+    fn log_key(&mut self, code: KeyCode) -> Action {
+        Action::Scroll(match code {
             KeyCode::Esc | KeyCode::Char('q') | KeyCode::Enter => {
+                // The pane under the table shows the last rows again.
                 self.mode = Mode::Table;
-                return Action::None;
+                Move::Follow
             }
-            KeyCode::Up | KeyCode::Char('k') => back + 1,
-            KeyCode::Down | KeyCode::Char('j') => back.saturating_sub(1),
-            KeyCode::PageUp => back + 10,
-            KeyCode::PageDown => back.saturating_sub(10),
-            KeyCode::End | KeyCode::Char('f') | KeyCode::Char('G') => 0,
-            KeyCode::Home | KeyCode::Char('g') => self.log.len(),
+            KeyCode::Up | KeyCode::Char('k') => Move::Up,
+            KeyCode::Down | KeyCode::Char('j') => Move::Down,
+            KeyCode::PageUp => Move::PageUp,
+            KeyCode::PageDown => Move::PageDown,
+            KeyCode::End | KeyCode::Char('f') | KeyCode::Char('G') => Move::Follow,
+            KeyCode::Home | KeyCode::Char('g') => Move::First,
             _ => return Action::None,
-        };
-        self.mode = Mode::Log { back: back.min(self.log.len()) };
-        Action::None
+        })
     }
 
     /// Move the selection `by` rows among the visible tasks.

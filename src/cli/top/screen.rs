@@ -1,32 +1,37 @@
 //! The live view's life: the terminal taken over and always given back (quit, error, panic,
-//! SIGTERM, SIGHUP), and a loop woken by keys, the home's changes, the selected task's output
-//! and a one-second tick for elapsed times.
+//! SIGTERM, SIGHUP), and a loop that handles each key at once and shows the home's changes and
+//! the selected task's output at most `FRAME` apart, with a one-second tick for elapsed times.
 
 use std::io::{IsTerminal, Stdout};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream, KeyEventKind};
+use crossterm::event::{Event, EventStream, KeyEvent, KeyEventKind};
 use crossterm::{cursor, execute, terminal};
 use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
-use super::app::{Action, App, Mode};
+use super::app::{Action, App};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, PageRequest, Watch, Window};
+use crate::ops::{self, LogScroll, Watch};
 use crate::store::Store;
 
 /// The most ended tasks the view loads (every open one is loaded).
 const MOST_ENDED: usize = 500;
-/// Lines of output read for the table's pane, and for the log view.
-const PANE_LINES: u64 = 100;
-const LOG_LINES: u64 = ops::MAX_PAGE_LINES;
-/// Changes closer together than this are shown together: an agent writing without pause
-/// costs a redraw per `SETTLE`, not one per write.
-const SETTLE: Duration = Duration::from_millis(50);
+/// Changes are shown at most this often: an agent writing without pause costs a redraw per
+/// `FRAME`, not one per write, and keys are handled at once meanwhile.
+const FRAME: Duration = Duration::from_millis(100);
+
+/// What to read again before the next drawing.
+#[derive(Default)]
+struct Stale {
+    tasks: bool,
+    log: bool,
+}
 
 /// Run the live view of `store` until the user quits.
 pub async fn run(store: &Store) -> Result<ExitCode> {
@@ -45,15 +50,16 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
     let mut log: Option<Watch> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // The selected task's log, and the window the view has on it.
+    let mut scroll: Option<LogScroll> = None;
     let mut selected_log = None;
-    // What to read again before the next drawing.
-    let (mut tasks_stale, mut log_stale) = (true, true);
-    loop {
-        if tasks_stale {
+    let mut stale = Stale { tasks: true, log: true };
+    'view: loop {
+        if std::mem::take(&mut stale.tasks) {
             // Every open task, and the newest `MOST_ENDED` others.
             match ops::live(store, MOST_ENDED) {
                 Ok(tasks) => {
-                    log_stale |= app.set_tasks(tasks);
+                    app.set_tasks(tasks);
                 }
                 Err(e) => app.notice = Some(format!("cannot read the tasks: {e}")),
             }
@@ -61,78 +67,121 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
         if app.selected().map(|t| t.log_path.clone()) != selected_log {
             selected_log = app.selected().map(|t| t.log_path.clone());
             log = selected_log.as_deref().and_then(|p| Watch::file(p).ok());
-            log_stale = true;
+            scroll = selected_log.as_deref().map(LogScroll::new);
+            stale.log = true;
         }
-        if log_stale {
-            app.log = read_log(&app);
+        // The rows the log view has room for; the pane under the table shows the last of them.
+        let rows = screen.terminal.size().map_or(20, |s| s.height.saturating_sub(3)) as usize;
+        if std::mem::take(&mut stale.log) {
+            show_log(&mut app, scroll.as_mut(), |s| s.refresh(rows));
         }
-        (tasks_stale, log_stale) = (false, false);
         screen.terminal.draw(|f| super::ui::draw(f, &app)).ctx(|| "cannot draw".into())?;
-        let ended = async {
-            let waits = signals.iter_mut().map(|s| Box::pin(s.recv()));
-            futures_util::future::select_all(waits).await;
-        };
-        tokio::select! {
-            event = keys.next() => match event {
-                Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
-                    let mode = app.mode.clone();
-                    let action = app.key(k);
-                    // The log view reads more of the output than the pane.
-                    log_stale |= matches!(action, Action::Selected) || mode != app.mode;
-                    match action {
-                        Action::Quit => break,
-                        Action::Halt(token) => {
-                            app.notice = Some(format!("halting {token}…"));
-                            let (store, notices) = (store.clone(), notices.clone());
-                            tokio::spawn(async move {
-                                let said = match ops::halt(&store, token, ops::DEFAULT_GRACE, false).await {
-                                    Ok(v) => format!("task {token} {}", v.status),
-                                    Err(e) => format!("cannot halt {token}: {e}"),
-                                };
-                                let _ = notices.send(said);
-                            });
-                        }
-                        Action::Reply(token, answer) => {
-                            app.notice = Some(match ops::reply(store, token.as_str(), &answer) {
-                                Ok(q) => format!("answered {}: {answer}", q.id),
-                                Err(e) => format!("cannot answer: {e}"),
-                            });
-                            tasks_stale = true;
-                        }
-                        Action::Selected | Action::None => {}
-                    }
+        // Wait for a key, shown at once, or for changes, shown no sooner than a frame after
+        // this drawing.
+        let drawn = Instant::now();
+        let mut due: Option<Instant> = None;
+        loop {
+            let frame = async {
+                match due {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
                 }
-                Some(Ok(_)) => {}
-                // The terminal is gone.
-                None | Some(Err(_)) => break,
-            },
-            () = changed(&mut home) => {
-                tokio::time::sleep(SETTLE).await;
-                // The selected log has a watch of its own, if it could have one.
-                (tasks_stale, log_stale) = (true, log_stale || log.is_none());
+            };
+            let ended = async {
+                let waits = signals.iter_mut().map(|s| Box::pin(s.recv()));
+                futures_util::future::select_all(waits).await;
+            };
+            tokio::select! {
+                event = keys.next() => match event {
+                    Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
+                        if !key(store, &mut app, k, scroll.as_mut(), &notices, &mut stale) {
+                            break 'view;
+                        }
+                        break;
+                    }
+                    Some(Ok(Event::Resize(..))) => {
+                        stale.log = true;
+                        break;
+                    }
+                    Some(Ok(_)) => {}
+                    // The terminal is gone.
+                    None | Some(Err(_)) => break 'view,
+                },
+                () = changed(&mut home) => {
+                    // The selected log has a watch of its own, if it could have one.
+                    stale.tasks = true;
+                    stale.log |= log.is_none();
+                    due.get_or_insert(drawn + FRAME);
+                }
+                () = changed(&mut log) => {
+                    stale.log = true;
+                    due.get_or_insert(drawn + FRAME);
+                }
+                Some(n) = noticed.recv() => {
+                    app.notice = Some(n);
+                    stale.tasks = true;
+                    break;
+                }
+                _ = tick.tick() => {
+                    stale.tasks = true;
+                    break;
+                }
+                () = frame => break,
+                () = ended => break 'view,
             }
-            () = changed(&mut log) => {
-                tokio::time::sleep(SETTLE).await;
-                log_stale = true;
-            }
-            Some(n) = noticed.recv() => {
-                app.notice = Some(n);
-                tasks_stale = true;
-            }
-            _ = tick.tick() => tasks_stale = true,
-            () = ended => break,
         }
     }
     screen.leave();
     Ok(ExitCode::SUCCESS)
 }
 
-/// The selected task's last lines: enough for the pane, or for the log view.
-fn read_log(app: &App) -> Vec<String> {
-    let Some(t) = app.selected() else { return Vec::new() };
-    let lines = if matches!(app.mode, Mode::Log { .. }) { LOG_LINES } else { PANE_LINES };
-    let req = PageRequest { window: Window::Tail(lines), raw: false, summary: false, max_bytes: 4 << 20 };
-    ops::page_of(t, req).map(|p| p.lines).unwrap_or_default()
+/// Carry out key `k`: false to quit.
+fn key(
+    store: &Store,
+    app: &mut App,
+    k: KeyEvent,
+    scroll: Option<&mut LogScroll>,
+    notices: &mpsc::UnboundedSender<String>,
+    stale: &mut Stale,
+) -> bool {
+    match app.key(k) {
+        Action::Quit => return false,
+        Action::Halt(token) => {
+            app.notice = Some(format!("halting {token}…"));
+            let (store, notices) = (store.clone(), notices.clone());
+            tokio::spawn(async move {
+                let said = match ops::halt(&store, token, ops::DEFAULT_GRACE, false).await {
+                    Ok(v) => format!("task {token} {}", v.status),
+                    Err(e) => format!("cannot halt {token}: {e}"),
+                };
+                let _ = notices.send(said);
+            });
+        }
+        Action::Reply(token, answer) => {
+            app.notice = Some(match ops::reply(store, token.as_str(), &answer) {
+                Ok(q) => format!("answered {}: {answer}", q.id),
+                Err(e) => format!("cannot answer: {e}"),
+            });
+            stale.tasks = true;
+        }
+        Action::Scroll(how) => show_log(app, scroll, |s| s.go(how)),
+        // Another task's log is opened before the next drawing.
+        Action::Selected | Action::None => {}
+    }
+    true
+}
+
+/// Do `what` to the window on the selected log, and show its rows.
+fn show_log(app: &mut App, scroll: Option<&mut LogScroll>, what: impl FnOnce(&mut LogScroll) -> Result<()>) {
+    let Some(scroll) = scroll else {
+        (app.log, app.scrolled) = (Vec::new(), None);
+        return;
+    };
+    if let Err(e) = what(scroll) {
+        app.notice = Some(e.to_string());
+    }
+    app.log = scroll.lines();
+    app.scrolled = (!scroll.following()).then(|| scroll.percent());
 }
 
 /// The next change a watch sees; never, without one (the tick reloads then).

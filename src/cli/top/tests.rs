@@ -6,7 +6,7 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use super::app::{Action, App, Mode};
-use crate::ops::TaskView;
+use crate::ops::{Move, TaskView};
 use crate::task::{Question, QuestionState, Role, Status, Token};
 use crate::worktree::Changes;
 
@@ -115,14 +115,20 @@ fn the_main_screen_fits_80_by_24() {
 fn the_log_view_follows_and_scrolls_back() {
     let mut app = app();
     assert_eq!(key(&mut app, KeyCode::Enter), Action::Selected);
-    assert_eq!(app.mode, Mode::Log { back: 0 });
+    assert_eq!(app.mode, Mode::Log);
     insta::assert_snapshot!("log_view", screen(&app));
-    key(&mut app, KeyCode::PageUp);
-    assert_eq!(app.mode, Mode::Log { back: 10 });
-    assert!(screen(&app).contains("compiling crate 30 of 40") && !screen(&app).contains("crate 31 of"));
-    key(&mut app, KeyCode::Char('f'));
-    assert_eq!(app.mode, Mode::Log { back: 0 });
-    key(&mut app, KeyCode::Esc);
+    // The keys move the window on the log, which the runner reads.
+    assert_eq!(key(&mut app, KeyCode::PageUp), Action::Scroll(Move::PageUp));
+    assert_eq!(key(&mut app, KeyCode::Char('k')), Action::Scroll(Move::Up));
+    assert_eq!(key(&mut app, KeyCode::Char('g')), Action::Scroll(Move::First));
+    assert_eq!(key(&mut app, KeyCode::Char('f')), Action::Scroll(Move::Follow));
+    // Scrolled back, the first rows of the window show at the top.
+    (app.log, app.scrolled) = ((1..=40).map(|i| format!("line {i} from the start")).collect(), Some(0));
+    let shown = screen(&app);
+    assert!(shown.contains("line 1 from the start") && shown.contains("line 21 from"), "{shown}");
+    assert!(!shown.contains("line 22 from") && shown.contains("scrolled back, at 0%"), "{shown}");
+    // Back to the table, whose pane follows the end again.
+    assert_eq!(key(&mut app, KeyCode::Esc), Action::Scroll(Move::Follow));
     assert_eq!(app.mode, Mode::Table);
 }
 

@@ -15,8 +15,8 @@ use crate::task::Status;
 /// Draw the whole screen for `app`.
 pub fn draw(f: &mut Frame, app: &App) {
     let area = f.area();
-    if let Mode::Log { back } = app.mode {
-        return log_view(f, app, area, back);
+    if app.mode == Mode::Log {
+        return log_view(f, app, area);
     }
     let [title, table, detail, keys] = Layout::vertical([
         Constraint::Length(1),
@@ -196,19 +196,21 @@ fn key_line(app: &App) -> Line<'_> {
     Line::from(spans)
 }
 
-/// The selected task's output, whole screen, `back` lines up from the end.
-fn log_view(f: &mut Frame, app: &App, area: Rect, back: usize) {
+/// The selected task's output, whole screen: its last rows, or those it was scrolled back to.
+fn log_view(f: &mut Frame, app: &App, area: Rect) {
     let [body, keys] = Layout::vertical([Constraint::Fill(1), Constraint::Length(1)]).areas(area);
     let title = app
         .selected()
         .map_or(" log ".to_owned(), |t| format!(" {} ({}) {} · {} line(s) ", t.token, t.role, t.status, t.line_count));
     let room = body.height.saturating_sub(2) as usize;
-    let end = app.log.len().saturating_sub(back);
-    let from = end.saturating_sub(room);
-    let lines: Vec<Line> = app.log[from..end].iter().map(|l| Line::from(l.as_str())).collect();
+    let shown = match app.scrolled {
+        None => &app.log[app.log.len().saturating_sub(room)..],
+        Some(_) => &app.log[..app.log.len().min(room)],
+    };
+    let lines: Vec<Line> = shown.iter().map(|l| Line::from(l.as_str())).collect();
     f.render_widget(Paragraph::new(lines).block(Block::bordered().title(title)), body);
-    let following = if back == 0 { "following" } else { "scrolled back" };
-    let hint = format!(" ↑↓ PgUp PgDn scroll  f follow  Esc back   {following}");
+    let at = app.scrolled.map_or("following".to_owned(), |p| format!("scrolled back, at {p}%"));
+    let hint = format!(" ↑↓ PgUp PgDn scroll  g first  f follow  Esc back   {at}");
     f.render_widget(Paragraph::new(Line::from(hint)), keys);
 }
 
