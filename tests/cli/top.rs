@@ -147,6 +147,15 @@ impl Tmux {
     }
 }
 
+/// Halts a task when dropped, so that a failed test leaves no task running.
+struct Halting<'a>(&'a Home, String);
+
+impl Drop for Halting<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.cmd().args(["halt", &self.1, "--grace", "0s"]).output();
+    }
+}
+
 /// The bytes process `pid` has read, from any file, since it started.
 fn bytes_read(pid: i64) -> u64 {
     let io = std::fs::read_to_string(format!("/proc/{pid}/io")).unwrap();
@@ -169,6 +178,7 @@ fn the_log_view_pages_back_to_the_first_line_of_a_long_log_and_stays_there_while
         t = trigger.display()
     );
     let task = h.start_script(&script);
+    let _halt = Halting(&h, task.clone());
     wait_until(Duration::from_secs(30), "the long output", || h.status(&task)["line_count"] == 200_000);
     let tmux = Tmux::start(&h);
     tmux.top();
@@ -196,7 +206,6 @@ fn the_log_view_pages_back_to_the_first_line_of_a_long_log_and_stays_there_while
     tmux.keys(&["f"]);
     tmux.wait_for("following again", "following");
     tmux.keys(&["q"]);
-    h.run(&["halt", &task, "--grace", "0s"], 0);
 }
 
 #[test]
