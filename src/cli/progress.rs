@@ -49,9 +49,13 @@ pub async fn watch<T>(
     let started = Instant::now();
     let mut line = Spinner { shown: false, text: String::new() };
     let ticker = async {
+        if !spin {
+            // Nothing to show: a thousand waiting CLIs must not each wake ten times a second.
+            return std::future::pending().await;
+        }
         let mut looked: Option<Instant> = None;
         for frame in FRAMES.iter().cycle() {
-            if spin && started.elapsed() >= QUIET {
+            if started.elapsed() >= QUIET {
                 if looked.is_none_or(|t| t.elapsed() >= LOOK) {
                     line.text = describe(store, tasks, started.elapsed());
                     looked = Some(Instant::now());
