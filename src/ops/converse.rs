@@ -88,22 +88,22 @@ pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Opti
             }
             QuestionState::Pending => {}
         }
-        let woken = match deadline {
-            Some(d) => timeout_at(d, rung.next()).await.ok(),
-            None => Some(rung.next().await),
-        };
-        match woken {
-            Some(r) => r?,
+        let timed_out = match deadline {
+            Some(d) => timeout_at(d, rung.next()).await.is_err(),
             None => {
-                // Withdrawn, unless an answer came first.
-                return match blocking(|| store.settle_question(&q.id, None))? {
-                    Some(_) => Ok(Asked::TimedOut),
-                    None => match blocking(|| store.question(&q.id))?.and_then(|q| q.answer) {
-                        Some(answer) => Ok(Asked::Answered(answer)),
-                        None => Ok(Asked::TimedOut),
-                    },
-                };
+                rung.next().await;
+                false
             }
+        };
+        if timed_out {
+            // Withdrawn, unless an answer came first.
+            return match blocking(|| store.settle_question(&q.id, None))? {
+                Some(_) => Ok(Asked::TimedOut),
+                None => match blocking(|| store.question(&q.id))?.and_then(|q| q.answer) {
+                    Some(answer) => Ok(Asked::Answered(answer)),
+                    None => Ok(Asked::TimedOut),
+                },
+            };
         }
     }
 }

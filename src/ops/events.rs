@@ -78,8 +78,8 @@ pub(super) fn holder_alive(holder: &str) -> bool {
 
 /// Wait up to `limit` for the oldest event of the session (`session`, else the `session_of`
 /// default) of one of `kinds` (empty: any) not yet taken, and hand it to `holder`; a `timeout`
-/// event if none came. Wakes on new events (inotify), never by polling. Safe to cancel: an
-/// event is taken only in a step that cannot be interrupted, and then returned.
+/// event if none came. Wakes on new events (`Changes`), never by polling the store. Safe to
+/// cancel: an event is taken only in a step that cannot be interrupted, and then returned.
 pub async fn wait_event(
     store: &Store,
     session: Option<&str>,
@@ -101,13 +101,12 @@ pub async fn wait_event(
         }
         let changed = async {
             tokio::select! {
-                r = rung.next() => r,
-                r = legacy.next() => r,
+                () = rung.next() => {}
+                () = legacy.next() => {}
             }
         };
-        match timeout_at(deadline, changed).await {
-            Ok(woken) => woken?,
-            Err(_) => return Ok(Event::new(EventKind::Timeout, session)),
+        if timeout_at(deadline, changed).await.is_err() {
+            return Ok(Event::new(EventKind::Timeout, session));
         }
     }
 }
@@ -230,8 +229,8 @@ pub async fn follow_events(
         }
         if page.len() < EVENT_PAGE {
             tokio::select! {
-                r = rung.next() => r?,
-                r = legacy.next() => r?,
+                () = rung.next() => {}
+                () = legacy.next() => {}
             }
         }
     }

@@ -170,17 +170,15 @@ pub async fn follow(
     let Some(mut log) = LogReader::open(&view, tail, raw)? else { return Ok(view) };
     let end = await_end(store, token, None);
     tokio::pin!(end);
-    // Woken by each write to the log (inotify), or every 100 ms where it cannot be watched.
+    // Woken by each write to the log (see `Changes`), or every 100 ms where it cannot be
+    // watched (it was renamed or removed: the file read goes on).
     let mut changes = Changes::watch(&view.log_path).ok();
     loop {
         log.copy_new(out)?;
         let grew = async {
             match changes.as_mut() {
                 Some(c) => c.next().await,
-                None => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    Ok(())
-                }
+                None => tokio::time::sleep(Duration::from_millis(100)).await,
             }
         };
         tokio::select! {
@@ -189,7 +187,7 @@ pub async fn follow(
                 log.finish(out)?;
                 return v;
             }
-            r = grew => r?,
+            () = grew => {}
         }
     }
 }

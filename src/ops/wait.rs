@@ -115,13 +115,7 @@ async fn wait_for(store: &Store, token: Token, limit: Option<Duration>, on_quest
         }
         let rung = async {
             match bell.as_mut() {
-                Some(b) => {
-                    if b.next().await.is_err() {
-                        // The watcher is gone: the socket wait alone goes on.
-                        *bell = None;
-                        std::future::pending::<()>().await;
-                    }
-                }
+                Some(b) => b.next().await,
                 None => std::future::pending().await,
             }
         };

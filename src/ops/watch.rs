@@ -1,15 +1,21 @@
-//! Waking waiters when a file or directory changes, with one inotify instance per process: a
-//! user may hold only 128 instances, and an MCP server serves hundreds of waits at once.
+//! Waking waiters when a file or directory changes: with one inotify instance per process, shared
+//! by its waiters (a user may hold only 128 instances, and an MCP server serves hundreds of waits
+//! at once); where no instance or watch can be had, by one thread per process that looks at the
+//! watched paths' metadata (`poll`).
+
+mod poll;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::io;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::errno::Errno;
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify, InotifyEvent, WatchDescriptor};
 use tokio::sync::watch;
 
-use crate::error::{Error, IoContext, Result};
+use self::poll::Polled;
+use crate::error::{IoContext, Result};
 
 /// What every watch reports. One mask for all: a file has one watch per instance, and adding it
 /// again replaces its mask.
@@ -34,33 +40,62 @@ struct Watched {
 }
 
 /// Changes to a directory or a file, as an async stream of wake-ups.
-pub(super) struct Changes {
+pub(super) struct Changes(How);
+
+enum How {
+    Notified(Notified),
+    Polled(Polled),
+    /// No thread to be had to look either: woken every `poll::EVERY`, whether or not anything
+    /// changed.
+    Ticking,
+}
+
+/// A waiter on a watch of the process's instance.
+struct Notified {
     watcher: Arc<Watcher>,
     wd: WatchDescriptor,
     woken: watch::Receiver<()>,
+    /// Looked at instead, should the instance break.
+    path: PathBuf,
 }
 
 impl Changes {
     /// Watch `path`. A change made after this returns wakes the next `next()`, so a caller can
-    /// watch first, then look, and miss nothing.
+    /// watch first, then look, and miss nothing. Without an inotify instance or watch to be had
+    /// (the user's limits), the path's metadata is looked at instead: a wait never fails for
+    /// want of one. Fails only for a path that cannot be watched (missing, forbidden).
     pub(super) fn watch(path: &Path) -> Result<Changes> {
-        let what = || format!("cannot watch {}", path.display());
-        let watcher = Watcher::shared().ctx(what)?;
-        let woken = {
-            // Added and subscribed under the lock the thread takes to wake waiters: the first
-            // event of a new watch finds its waiter.
-            let mut watches = lock(&watcher.watches);
-            let wd = watcher.inotify.add_watch(path, MASK).ctx(what)?;
-            let watched = watches.entry(wd).or_insert_with(|| Watched { wake: watch::Sender::new(()), users: 0 });
-            watched.users += 1;
-            (wd, watched.wake.subscribe())
-        };
-        Ok(Changes { watcher, wd: woken.0, woken: woken.1 })
+        match Notified::watch(path) {
+            Ok(Some(n)) => Ok(Changes(How::Notified(n))),
+            Ok(None) => Changes::polled(path),
+            Err(e) => Err(e).ctx(|| format!("cannot watch {}", path.display())),
+        }
+    }
+
+    /// Watch `path` by looking at its metadata every `poll::EVERY`: what `watch` falls back on.
+    fn polled(path: &Path) -> Result<Changes> {
+        std::fs::metadata(path).ctx(|| format!("cannot watch {}", path.display()))?;
+        Ok(Changes::looked_at(path))
+    }
+
+    fn looked_at(path: &Path) -> Changes {
+        Changes(Polled::start(path).map_or(How::Ticking, How::Polled))
     }
 
     /// Wait until something in the directory (or the file) changed; spurious wake-ups are fine.
-    pub(super) async fn next(&mut self) -> Result<()> {
-        self.woken.changed().await.map_err(|_| Error::Internal("the watch on the home's files ended".into()))
+    pub(super) async fn next(&mut self) {
+        match &mut self.0 {
+            How::Notified(n) => {
+                if n.woken.changed().await.is_err() {
+                    // The instance broke (its thread could not read it): looked at from now on,
+                    // and woken now, as anything may have changed meanwhile.
+                    let path = n.path.clone();
+                    *self = Changes::looked_at(&path);
+                }
+            }
+            How::Polled(p) => p.next().await,
+            How::Ticking => tokio::time::sleep(poll::EVERY).await,
+        }
     }
 }
 
@@ -80,12 +115,33 @@ impl Watch {
     }
 
     /// Wait for the next change after the last one seen (spurious wake-ups are fine).
-    pub async fn changed(&mut self) -> Result<()> {
+    pub async fn changed(&mut self) {
         self.0.next().await
     }
 }
 
-impl Drop for Changes {
+impl Notified {
+    /// A watch on `path` in the process's instance; `None` if the user's limits leave none to
+    /// be had (no instance, no watch, no thread to read it).
+    fn watch(path: &Path) -> io::Result<Option<Notified>> {
+        let Ok(watcher) = Watcher::shared() else { return Ok(None) };
+        // Added and subscribed under the lock the thread takes to wake waiters: the first
+        // event of a new watch finds its waiter.
+        let mut watches = lock(&watcher.watches);
+        let wd = match watcher.inotify.add_watch(path, MASK) {
+            Ok(wd) => wd,
+            Err(Errno::ENOSPC | Errno::ENOMEM) => return Ok(None),
+            Err(e) => return Err(e.into()),
+        };
+        let watched = watches.entry(wd).or_insert_with(|| Watched { wake: watch::Sender::new(()), users: 0 });
+        watched.users += 1;
+        let woken = watched.wake.subscribe();
+        drop(watches);
+        Ok(Some(Notified { watcher, wd, woken, path: path.to_owned() }))
+    }
+}
+
+impl Drop for Notified {
     fn drop(&mut self) {
         let mut watches = lock(&self.watcher.watches);
         if let Some(w) = watches.get_mut(&self.wd) {
@@ -101,7 +157,7 @@ impl Drop for Changes {
 
 impl Watcher {
     /// The process's instance, made (with its thread) if there is none yet.
-    fn shared() -> std::io::Result<Arc<Watcher>> {
+    fn shared() -> io::Result<Arc<Watcher>> {
         let mut slot = lock(&WATCHER);
         if let Some(w) = slot.as_ref() {
             return Ok(Arc::clone(w));
@@ -175,7 +231,7 @@ mod tests {
     const HANG: Duration = Duration::from_secs(10);
 
     async fn woken(c: &mut Changes) -> bool {
-        timeout(HANG, c.next()).await.is_ok_and(|r| r.is_ok())
+        timeout(HANG, c.next()).await.is_ok()
     }
 
     fn inotify_instances() -> usize {
@@ -250,5 +306,22 @@ mod tests {
             assert!(multi.block_on(w).unwrap());
         }
         assert_eq!(inotify_instances(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_an_instance_a_write_between_watch_and_next_is_not_missed() {
+        let dir = tempfile::tempdir().unwrap();
+        let bell = dir.path().join("bell");
+        std::fs::write(&bell, "\n").unwrap();
+        let mut rung = Changes::polled(&bell).unwrap();
+        // As a bell is rung: its size stays, and its times may too (the same clock tick).
+        let f = std::fs::OpenOptions::new().write(true).open(&bell).unwrap();
+        rustix::io::pwrite(&f, b"\n", 0).unwrap();
+        assert!(woken(&mut rung).await);
+        // A write into a watched directory, as inotify reports it.
+        let mut dir_changes = Changes::polled(dir.path()).unwrap();
+        rustix::io::pwrite(&f, b"\n", 0).unwrap();
+        assert!(woken(&mut dir_changes).await);
+        assert!(Changes::polled(&dir.path().join("missing")).is_err());
     }
 }

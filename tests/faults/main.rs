@@ -33,3 +33,4 @@ mod scale;
 mod summary_props;
 mod supervisor_death;
 mod unhaltable;
+mod waiters;

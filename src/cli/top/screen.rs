@@ -186,13 +186,10 @@ fn show_log(app: &mut App, scroll: Option<&mut LogScroll>, what: impl FnOnce(&mu
 
 /// The next change a watch sees; never, without one (the tick reloads then).
 async fn changed(watch: &mut Option<Watch>) {
-    if let Some(w) = watch.as_mut()
-        && w.changed().await.is_ok()
-    {
-        return;
+    match watch.as_mut() {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
     }
-    *watch = None;
-    std::future::pending::<()>().await
 }
 
 /// The terminal in raw mode on the alternate screen, given back as it was on drop, or if the
