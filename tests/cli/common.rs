@@ -163,6 +163,16 @@ impl Home {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// SIGKILL task `token`'s supervisor and wait until it is gone; its pid.
+    #[allow(dead_code, reason = "used by the fault and Slurm suites only")]
+    pub fn kill_supervisor(&self, token: &str) -> i64 {
+        let sup = self.record(token)["started"]["supervisor_pid"].as_i64().unwrap();
+        // SAFETY: kill on the supervisor of this test's own task, alive until reaped by init.
+        unsafe { libc::kill(sup as i32, libc::SIGKILL) };
+        wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+        sup
+    }
+
     /// The home's database, as a tool outside agentctl would open it.
     pub fn db(&self) -> rusqlite::Connection {
         let conn = rusqlite::Connection::open(self.path().join("agentctl.db")).unwrap();

@@ -4,8 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::Value;
 
 use crate::common::{Home, alive, read_pids, wait_until};
@@ -47,9 +45,7 @@ fn every_process_of_a_task_ends_with_its_killed_supervisor() {
     // The agent (sh), its three escapees, the daemon's parent's loop and its sleeps.
     assert!(st["processes"].as_u64().unwrap() >= 4, "{st}");
     assert!(st["memory_bytes"].as_u64().unwrap() > 0, "{st}");
-    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
-    let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
-    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    h.kill_supervisor(&token);
 
     let st = h.status(&token);
     assert_eq!(st["status"], "lost", "{st}");
@@ -222,9 +218,7 @@ fn a_cgroup_named_in_a_tampered_lock_file_is_not_killed() {
     let text = std::fs::read_to_string(&lock).unwrap();
     let first = text.lines().next().unwrap();
     std::fs::write(&lock, format!("{first}\ncgroup {victim_dir}\n")).unwrap();
-    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
-    let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
-    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    h.kill_supervisor(&token);
     assert_eq!(h.status(&token)["status"], "lost");
     assert_eq!(h.status(&victim)["status"], "running", "another task's cgroup was killed");
     // Its own processes were found as without a cgroup: its session, its token.
@@ -360,9 +354,7 @@ fn processes_moved_out_of_the_tasks_cgroup_end_with_a_halt_that_takes_over_and_a
     let pf = h.path().join("lost");
     let token = h.start_script(&movers(&elsewhere, &pf, RUN_ON));
     let pids = read_pids(&pf);
-    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
-    let _ = kill(Pid::from_raw(sup as i32), Signal::SIGKILL);
-    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    h.kill_supervisor(&token);
     let st = h.status(&token);
     assert_eq!(st["status"], "lost", "{st}");
     let note = st["note"].as_str().unwrap();

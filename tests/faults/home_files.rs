@@ -164,9 +164,7 @@ fn a_read_only_home_can_be_read() {
     let lost_pids = h.path().parent().unwrap().join("pids");
     let lost = h.start(&["stubborn", lost_pids.to_str().unwrap()]);
     crate::common::read_pids(&lost_pids);
-    let sup = h.record(&lost)["started"]["supervisor_pid"].as_i64().unwrap();
-    nix::sys::signal::kill(nix::unistd::Pid::from_raw(sup as i32), nix::sys::signal::Signal::SIGKILL).unwrap();
-    wait_until(HANG, "the supervisor to die", || !crate::common::alive(sup));
+    h.kill_supervisor(&lost);
 
     let ro = Mount::read_only(h.path(), &h.path().parent().unwrap().join("ro"));
     let list = h.run_at(&ro.0, HANG, &["--json", "list"], 0).json();

@@ -121,9 +121,7 @@ fn kill_the_supervisor_of(h: &Home, script: &str) -> (String, Vec<i64>, serde_js
     let script = script.replace("$PF", pf.to_str().unwrap());
     let token = h.start_script(&script);
     let pids = read_pids(&pf);
-    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
-    sigkill(sup);
-    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    h.kill_supervisor(&token);
     let st = h.status(&token);
     (token, pids, st)
 }
@@ -208,9 +206,7 @@ fn a_supervisor_from_an_earlier_boot_ends_nothing() {
     let script = format!("sleep 1000 & echo $! > '{}'; wait", pf.display());
     let token = h.start_script(&script);
     let child = read_pids(&pf)[0];
-    let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
-    sigkill(sup);
-    wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));
+    h.kill_supervisor(&token);
     // As if the machine had restarted since: the lock names another boot.
     let lock = h.path().join("tasks").join(&token).join("lock");
     let text = std::fs::read_to_string(&lock).unwrap();
