@@ -2,7 +2,8 @@
 
 Run through scripts/bench, which builds agentctl, installs pueue and builds helper.c first.
 Every figure is a median over repetitions (min-max shown), each peer measured the same way.
-Figure 9 (history.py) sets agentctl beside itself: a home with a long history against an empty one.
+Figures 9 (history.py) and 11 (line.py) set agentctl beside itself: a home with a long history
+against an empty one, a pool's long line against a short one.
 """
 
 import json
@@ -19,6 +20,7 @@ from common import (
     wall_ms,
 )
 from history import fig_history, fill, take_seeds
+from line import fig_line
 
 
 class Pueue:
@@ -348,7 +350,7 @@ def machine():
 def main():
     figures = [
         fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history,
-        fig_slurm,
+        fig_slurm, fig_line,
     ]
     only = set(sys.argv[1:])
     # scripts/bench --against REV: start and throughput of that release too, in this run.
@@ -372,7 +374,7 @@ def main():
                             figure, *rest = ROWS[-1]
                             ROWS[-1] = (f"{figure}, {label}", *rest)
         # Anything still running under agentctl (a failed figure) is halted before cleanup.
-        # (Figures 9 and 10 use homes of their own: this one may never have been used.)
+        # (Figures 9 to 11 use homes of their own: this one may never have been used.)
         used = (ag.home / "agentctl.db").exists()
         running = json.loads(ag.run("--json", "list", "--status", "running"))["tasks"] if used else []
         for t in running:

@@ -15,7 +15,7 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
@@ -46,7 +46,7 @@ fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -128,6 +128,20 @@ const MIGRATIONS: [&str; 5] = [
     ALTER TABLE tasks ADD COLUMN queue_seq INTEGER;
     CREATE INDEX tasks_by_queue_seq ON tasks(queue_seq);
     CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL;
+",
+    // Where each open task of a pool stands (`held`, `waiting`, `resting` in a rate-limited
+    // run's back-off; none once ended), written with its record: a start from a pool's line then
+    // reads its holders and the few tasks just ahead of it in one index, whatever the length of
+    // the line (it read and parsed every record of the line).
+    r"
+    ALTER TABLE tasks ADD COLUMN pool_state TEXT;
+    UPDATE tasks SET pool_state = CASE
+        WHEN status IN ('starting', 'running') OR json_extract(record, '$.slurm_pending') IS NOT NULL THEN 'held'
+        WHEN json_extract(record, '$.retry_at_ms') IS NOT NULL THEN 'resting'
+        ELSE 'waiting' END
+    WHERE ended_at_ms IS NULL AND pool IS NOT NULL;
+    DROP INDEX tasks_open_by_pool;
+    CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, queue_seq) WHERE pool_state IS NOT NULL;
 ",
 ];
 

@@ -1,16 +1,16 @@
 //! Pools: a task waits (`queued`) until its pool has a place for it. Places are counted in
 //! the store, in one write transaction at a time, so two tasks never take the last one: the
-//! pool's open tasks that were given a place (`starting`, `running`) against its `parallel`,
-//! and the queued ones in the order they were saved (`queue_seq`).
+//! pool's open tasks that hold a place against its `parallel`, and the queued ones in the order
+//! they were saved (`queue_seq`). Where each open task stands is its `pool_state`, written with
+//! its record and indexed with the pool and the order: a start reads the pool's holders and at
+//! most the few tasks just ahead of it, however long the line.
 
-use std::time::SystemTime;
-
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
 use super::db::{self, err};
 use crate::error::Result;
-use crate::task::{TaskRecord, Token, unix_ms};
+use crate::task::{Status, TaskRecord, Token};
 
 fn what() -> String {
     "cannot count the places of a pool in the store".to_owned()
@@ -21,36 +21,59 @@ fn what() -> String {
 pub enum Claim {
     /// It has one: it is `starting` now.
     Granted,
-    /// It waits: its place in line (1 is next), the pool's tasks that hold places, and the
-    /// queued task just ahead of it.
-    Waiting { place: usize, holders: Vec<Token>, ahead: Option<Token> },
+    /// It waits: the pool's tasks that hold places, and the queued task just ahead of it
+    /// (none: it is first in line).
+    Waiting { holders: Vec<Token>, ahead: Option<Token> },
 }
 
-/// The open tasks of pool `?1` that hold a place: those given one (`starting`, `running`, or
-/// `queued` by Slurm, which holds their job pending).
-const HOLDING: &str = "pool = ?1 AND ended_at_ms IS NULL \
-                       AND (status IN ('starting', 'running') OR json_extract(record, '$.slurm_pending') IS NOT NULL)";
-
-/// The open tasks of pool `?1` in line for a place: queued, and not in a rate-limited run's
-/// back-off (which ends after `?2`, now).
-const IN_LINE: &str = "pool = ?1 AND ended_at_ms IS NULL AND status = 'queued' \
-                       AND json_extract(record, '$.slurm_pending') IS NULL \
-                       AND coalesce(json_extract(record, '$.retry_at_ms'), 0) <= ?2";
-
-fn now_ms() -> i64 {
-    unix_ms(SystemTime::now()) as i64
+/// Where a task of a pool stands (none once it ended): `held` (given a place: `starting`,
+/// `running`, or `queued` by Slurm, which holds its job pending), `resting` (in a rate-limited
+/// run's back-off, with no place and not in line), or `waiting` in line.
+pub(super) fn pool_state(rec: &TaskRecord) -> Option<&'static str> {
+    match rec.status() {
+        _ if rec.ended.is_some() => None,
+        _ if rec.slurm_pending.is_some() => Some("held"),
+        Status::Queued if rec.retry_at_ms.is_some() => Some("resting"),
+        Status::Queued => Some("waiting"),
+        _ => Some("held"),
+    }
 }
 
-/// The tokens of `pool`'s tasks where `condition` (`HOLDING`, `IN_LINE`) holds, in the order
-/// they were saved.
-fn tokens(conn: &Connection, condition: &str, pool: &str) -> Result<Vec<Token>> {
-    let sql = format!("SELECT token FROM tasks WHERE {condition} ORDER BY queue_seq");
-    let mut stmt = conn.prepare_cached(&sql).map_err(err(what))?;
-    let now = now_ms();
-    let values: [&dyn rusqlite::ToSql; 2] = [&pool, &now];
-    // `HOLDING` does not need the time.
-    let needed = stmt.parameter_count();
-    let mut rows = stmt.query(&values[..needed]).map_err(err(what))?;
+/// Save a record that is not final: `?1` token, `?2` record, `?3` status, `?4` pool state
+/// (kept none for a task of no pool).
+pub(super) const WRITE_RECORD: &str = "UPDATE tasks SET record = ?2, status = ?3, \
+     pool_state = CASE WHEN pool IS NULL THEN NULL ELSE ?4 END WHERE token = ?1 AND ended_at_ms IS NULL";
+
+/// The open tasks of pool `?1` that hold a place: given one (`starting`, `running`), or
+/// `queued` by Slurm, which holds their job pending.
+pub(super) const HOLDERS: &str = "SELECT token FROM tasks WHERE pool = ?1 AND pool_state = 'held'";
+
+/// Where task `?1` stands, and its place in the order tasks came.
+pub(super) const OWN: &str = "SELECT pool_state, queue_seq FROM tasks WHERE token = ?1";
+
+/// The (at most `?3`) tasks of pool `?1` in line ahead of the one saved `?2`th.
+pub(super) const BEFORE: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
+     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 LIMIT ?3)";
+
+/// The task of pool `?1` in line just ahead of the one saved `?2`th.
+pub(super) const AHEAD: &str = "SELECT token FROM tasks \
+     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 \
+     ORDER BY queue_seq DESC LIMIT 1";
+
+/// The (at most `?2`) tasks of pool `?1` that hold a place or wait for one.
+pub(super) const TAKEN: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
+     WHERE pool = ?1 AND pool_state IN ('held', 'waiting') LIMIT ?2)";
+
+/// The place in line of task `?2` of pool `?1` (0: not in line). Counts the line ahead of
+/// it, through the index alone: for a view, not for a start.
+const PLACE: &str = "SELECT count(*) FROM tasks \
+     WHERE pool = ?1 AND pool_state = 'waiting' \
+     AND queue_seq <= (SELECT queue_seq FROM tasks WHERE token = ?2 AND pool_state = 'waiting')";
+
+/// The tokens a statement with `values` lists.
+fn tokens(conn: &Connection, sql: &str, values: impl rusqlite::Params) -> Result<Vec<Token>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(err(what))?;
+    let mut rows = stmt.query(values).map_err(err(what))?;
     let mut out = Vec::new();
     while let Some(row) = rows.next().map_err(err(what))? {
         out.extend(Token::parse(&row.get::<_, String>(0).map_err(err(what))?).ok());
@@ -61,9 +84,8 @@ fn tokens(conn: &Connection, condition: &str, pool: &str) -> Result<Vec<Token>> 
 /// Whether `pool` has no place free for a task saved now: `parallel` held, or as many held
 /// and in line together.
 pub(super) fn full(conn: &Connection, pool: &str, parallel: u32) -> Result<bool> {
-    let sql =
-        format!("SELECT (SELECT count(*) FROM tasks WHERE {HOLDING}) + (SELECT count(*) FROM tasks WHERE {IN_LINE})");
-    let taken: i64 = conn.query_row(&sql, params![pool, now_ms()], |r| r.get(0)).map_err(err(what))?;
+    let mut stmt = conn.prepare_cached(TAKEN).map_err(err(what))?;
+    let taken: i64 = stmt.query_row(params![pool, parallel], |r| r.get(0)).map_err(err(what))?;
     Ok(taken >= i64::from(parallel))
 }
 
@@ -73,31 +95,46 @@ impl Store {
     pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
-        let queued = tokens(&tx, IN_LINE, pool)?;
-        let Some(place) = queued.iter().position(|&t| t == rec.token) else {
+        let own: Option<(Option<String>, Option<i64>)> = tx
+            .prepare_cached(OWN)
+            .and_then(|mut s| s.query_row([rec.token.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
+            .map_err(err(what))?;
+        let Some((Some(_), Some(seq))) = own.filter(|(state, _)| state.as_deref() == Some("waiting")) else {
             // Not waiting (it never was, or it has its place already).
             rec.queued = false;
             return Ok(Claim::Granted);
         };
-        let holders = tokens(&tx, HOLDING, pool)?;
-        if holders.len() + place < parallel as usize {
+        let holders = tokens(&tx, HOLDERS, [pool])?;
+        let free = (parallel as usize).saturating_sub(holders.len());
+        let before: i64 = tx
+            .prepare_cached(BEFORE)
+            .and_then(|mut s| s.query_row(params![pool, seq, free as i64], |r| r.get(0)))
+            .map_err(err(what))?;
+        if (before as usize) < free {
             rec.queued = false;
             tx.execute(
-                "UPDATE tasks SET record = ?2, status = ?3 WHERE token = ?1 AND ended_at_ms IS NULL",
-                params![rec.token.as_str(), serde_json::to_string(rec).unwrap_or_default(), rec.status().as_str()],
+                WRITE_RECORD,
+                params![
+                    rec.token.as_str(),
+                    serde_json::to_string(rec).unwrap_or_default(),
+                    rec.status().as_str(),
+                    pool_state(rec)
+                ],
             )
             .map_err(err(what))?;
             tx.commit().map_err(err(what))?;
             return Ok(Claim::Granted);
         }
-        let ahead = place.checked_sub(1).map(|i| queued[i]);
-        Ok(Claim::Waiting { place: place + 1, holders, ahead })
+        let ahead = tokens(&tx, AHEAD, params![pool, seq])?.pop();
+        Ok(Claim::Waiting { holders, ahead })
     }
 
     /// The place in line of queued task `token` of `pool` (1 is next), if it is in line.
     pub fn queue_place(&self, token: Token, pool: &str) -> Result<Option<usize>> {
         let conn = self.db()?;
-        Ok(tokens(&conn, IN_LINE, pool)?.iter().position(|&t| t == token).map(|i| i + 1))
+        let mut stmt = conn.prepare_cached(PLACE).map_err(err(what))?;
+        let n: i64 = stmt.query_row(params![pool, token.as_str()], |r| r.get(0)).map_err(err(what))?;
+        Ok((n > 0).then_some(n as usize))
     }
 
     /// The pools of the open tasks (those of earlier releases have none), and where each
@@ -105,23 +142,167 @@ impl Store {
     pub fn open_places(&self) -> Result<Vec<(Token, String, Option<usize>)>> {
         let conn = self.db()?;
         let mut stmt = conn
-            .prepare_cached("SELECT token, pool FROM tasks WHERE ended_at_ms IS NULL AND pool IS NOT NULL")
+            .prepare_cached(
+                "SELECT token, pool, pool_state IS 'waiting' FROM tasks \
+                 WHERE pool_state IS NOT NULL ORDER BY pool, queue_seq",
+            )
             .map_err(err(what))?;
-        let open: Vec<(String, String)> = stmt
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        let open: Vec<(String, String, bool)> = stmt
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
             .map_err(err(what))?
             .collect::<rusqlite::Result<_>>()
             .map_err(err(what))?;
-        let mut lines: std::collections::HashMap<String, Vec<Token>> = std::collections::HashMap::new();
         let mut out = Vec::new();
-        for (token, pool) in open {
-            let Ok(token) = Token::parse(&token) else { continue };
-            if !lines.contains_key(&pool) {
-                lines.insert(pool.clone(), tokens(&conn, IN_LINE, &pool)?);
+        let (mut pool, mut place) = (None, 0);
+        for (token, name, waiting) in open {
+            if pool.as_ref() != Some(&name) {
+                (pool, place) = (Some(name.clone()), 0);
             }
-            let place = lines[&pool].iter().position(|&t| t == token).map(|i| i + 1);
-            out.push((token, pool, place));
+            place += usize::from(waiting);
+            let Ok(token) = Token::parse(&token) else { continue };
+            out.push((token, name, waiting.then_some(place)));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+
+    use super::*;
+    use crate::task::TaskSpec;
+
+    /// A task of pool `p` (of `parallel` places) saved now: held if a place was free, else in line.
+    fn save(store: &Store, n: usize, parallel: u32) -> TaskRecord {
+        let rec: TaskRecord = serde_json::from_value(serde_json::json!({
+            "token": format!("{n:06x}"), "role": "w", "session": "", "preview": "",
+            "created_at_ms": 0, "started": null, "ended": null,
+        }))
+        .unwrap();
+        let spec: TaskSpec = serde_json::from_value(serde_json::json!({
+            "argv": ["true"], "cwd": "/", "env": {}, "deadline_ms": null, "grace_ms": 0,
+            "pool": { "name": "p", "agents_file": null, "parallel": parallel },
+        }))
+        .unwrap();
+        let queued = store.insert_task(&rec, &spec).unwrap();
+        TaskRecord { queued, ..rec }
+    }
+
+    /// A pool of 2 places, both held, and `line` tasks in line behind them.
+    fn line_of(line: usize) -> (tempfile::TempDir, Store, Vec<TaskRecord>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let tasks: Vec<TaskRecord> = (1..=line + 2).map(|n| save(&store, n, 2)).collect();
+        assert_eq!(tasks.iter().filter(|t| t.queued).count(), line);
+        (dir, store, tasks)
+    }
+
+    /// How many SQLite virtual machine steps `f` takes on the store's one connection.
+    fn steps(store: &Store, f: impl FnOnce()) -> u64 {
+        let count = Arc::new(AtomicU64::new(0));
+        let counted = Arc::clone(&count);
+        store
+            .db()
+            .unwrap()
+            .progress_handler(
+                1,
+                Some(move || {
+                    counted.fetch_add(1, Ordering::Relaxed);
+                    false
+                }),
+            )
+            .unwrap();
+        f();
+        store.db().unwrap().progress_handler(1, None::<fn() -> bool>).unwrap();
+        count.load(Ordering::Relaxed)
+    }
+
+    /// What the starts from a line cost, in SQLite's steps: the first in line finding no place,
+    /// one more task saved at the end of the line, the last in line looking, and the first
+    /// taking a place freed.
+    fn costs(line: usize) -> [u64; 4] {
+        let (_dir, store, mut tasks) = line_of(line);
+        let first =
+            steps(&store, || assert!(matches!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Waiting { .. })));
+        let saved = steps(&store, || assert!(save(&store, line + 3, 2).queued));
+        let last = line + 2;
+        let behind = steps(&store, || {
+            let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[last - 1], "p", 2).unwrap() else {
+                panic!("the last in line has no place")
+            };
+            assert_eq!(ahead, Some(tasks[last - 2].token));
+        });
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
+        let taken = steps(&store, || assert_eq!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Granted));
+        [first, saved, behind, taken]
+    }
+
+    #[test]
+    fn a_start_from_the_line_costs_the_same_at_any_length() {
+        let (short, long) = (costs(20), costs(600));
+        // The same statements over the same few rows: a step or two of slack for the B-tree.
+        for (s, l) in short.iter().zip(&long) {
+            assert!(l.abs_diff(*s) <= 2, "steps at a line of 20: {short:?}; of 600: {long:?}");
+        }
+    }
+
+    #[test]
+    fn the_statements_of_a_start_search_one_index() {
+        let (_dir, store, _) = line_of(3);
+        let conn = store.db().unwrap();
+        for sql in [HOLDERS, OWN, BEFORE, AHEAD, TAKEN] {
+            let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+            let n = stmt.parameter_count();
+            let values: Vec<rusqlite::types::Value> = (0..n).map(|_| rusqlite::types::Value::Integer(1)).collect();
+            let plan: Vec<String> =
+                stmt.query_map(rusqlite::params_from_iter(values), |r| r.get(3)).unwrap().map(|r| r.unwrap()).collect();
+            let scans = plan.iter().filter(|p| p.contains("SCAN tasks") || p.contains("TEMP B-TREE")).count();
+            let searched = plan.iter().any(|p| p.starts_with("SEARCH tasks USING"));
+            assert!(scans == 0 && searched, "{sql}: {plan:?}");
+        }
+    }
+
+    #[test]
+    fn the_line_keeps_its_order() {
+        let (_dir, store, mut tasks) = line_of(3);
+        let tokens: Vec<Token> = tasks.iter().map(|t| t.token).collect();
+        assert_eq!(store.queue_place(tokens[3], "p").unwrap(), Some(2));
+        assert_eq!(store.queue_place(tokens[0], "p").unwrap(), None);
+        let claim = store.claim(&mut tasks[3], "p", 2).unwrap();
+        assert_eq!(claim, Claim::Waiting { holders: vec![tokens[0], tokens[1]], ahead: Some(tokens[2]) });
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
+        // The place freed is the first in line's.
+        assert!(matches!(store.claim(&mut tasks[3], "p", 2).unwrap(), Claim::Waiting { .. }));
+        assert_eq!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Granted);
+        let places = store.open_places().unwrap();
+        let waiting: Vec<_> = places.iter().filter_map(|(t, _, p)| p.map(|p| (*t, p))).collect();
+        assert_eq!(waiting, [(tokens[3], 1), (tokens[4], 2)]);
+    }
+
+    #[test]
+    fn a_store_of_schema_5_learns_where_its_open_tasks_stand() {
+        let (dir, store, tasks) = line_of(2);
+        let states = |store: &Store| -> Vec<Option<String>> {
+            let conn = store.db().unwrap();
+            let mut stmt = conn.prepare("SELECT pool_state FROM tasks ORDER BY queue_seq").unwrap();
+            stmt.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
+        };
+        let before = states(&store);
+        assert_eq!(before.iter().flatten().collect::<Vec<_>>(), ["held", "held", "waiting", "waiting"]);
+        drop(store);
+        rusqlite::Connection::open(db::path(dir.path()))
+            .unwrap()
+            .execute_batch(
+                "DROP INDEX tasks_in_pools; ALTER TABLE tasks DROP COLUMN pool_state; \
+                 CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL; \
+                 PRAGMA user_version = 5;",
+            )
+            .unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        assert_eq!(states(&store), before);
+        let mut first = tasks[2].clone();
+        assert!(matches!(store.claim(&mut first, "p", 2).unwrap(), Claim::Waiting { .. }));
     }
 }

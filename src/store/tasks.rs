@@ -124,7 +124,9 @@ impl Store {
         Store::with(self.home.clone(), self.checked)
     }
 
-    /// Close the idle connections to the database (before forking without exec).
+    /// Close the idle connections to the database: before forking without exec, and before a
+    /// long sleep (an open connection keeps a lock on the store's files, which the kernel walks
+    /// past on every lock any other process takes: a thousand sleeping ones slow all).
     pub fn close_db(&self) {
         self.pool.close_all();
     }
@@ -233,8 +235,8 @@ impl Store {
         };
         let saved = TaskRecord { queued, ..rec.clone() };
         tx.execute(
-            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks))",
+            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq, pool_state) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks), ?8)",
             params![
                 saved.token.as_str(),
                 saved.created_at_ms as i64,
@@ -242,7 +244,8 @@ impl Store {
                 saved.role.as_str(),
                 to_json(&saved)?,
                 to_json(spec)?,
-                spec.pool.as_ref().map(|p| p.name.as_str())
+                spec.pool.as_ref().map(|p| p.name.as_str()),
+                spec.pool.as_ref().and(super::pools::pool_state(&saved)),
             ],
         )
         .map_err(err(what))?;
@@ -257,8 +260,8 @@ impl Store {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         conn.execute(
-            "UPDATE tasks SET record = ?2, status = ?3 WHERE token = ?1 AND ended_at_ms IS NULL",
-            params![rec.token.as_str(), to_json(rec)?, rec.status().as_str()],
+            super::pools::WRITE_RECORD,
+            params![rec.token.as_str(), to_json(rec)?, rec.status().as_str(), super::pools::pool_state(rec)],
         )
         .map_err(err(what))?;
         Ok(())

@@ -212,8 +212,8 @@ enum Report {
     Failed(String),
     /// `unsaved <error line>`: the task could not be saved; nothing of it exists.
     Unsaved(Error),
-    /// `queued <place>`: the task waits for a place in its pool; its supervisor starts the
-    /// agent when it has one.
+    /// `queued`: the task waits for a place in its pool; its supervisor starts the agent when
+    /// it has one.
     Queued,
     /// Nothing: the supervisor died (or was stopped) first.
     Silent,
@@ -244,7 +244,7 @@ fn parse_report(report: &str) -> Result<Report> {
     if let Some(e) = line.strip_prefix("unsaved ") {
         return Ok(Report::Unsaved(Error::from_line(e)));
     }
-    if line.starts_with("queued ") {
+    if line == "queued" {
         return Ok(Report::Queued);
     }
     Ok(Report::Silent)

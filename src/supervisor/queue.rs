@@ -12,7 +12,8 @@
 //! - The first in line also watches the agents file's directory (one inotify instance per
 //!   pool's line, not per waiter): a raised `parallel` lets it, and those behind it, start.
 //!
-//! So one end wakes one waiter, and each wakes the next as it moves up. A holder or waiter
+//! So one end wakes one waiter, and each wakes the next as it moves up: a start costs the same
+//! at any length of the line. A holder or waiter
 //! found dead (its lock free) is recorded `lost` on the spot, which frees its place. The
 //! waiter meanwhile answers its own clients: `wait`, `queue`, and `halt`, which ends it
 //! `cancelled` without ever starting the agent.
@@ -66,15 +67,16 @@ pub(super) fn wait_for_place(
         if let Ok(agents) = Agents::load(store.home(), pool.agents_file.as_deref()) {
             parallel = agents.parallel(&pool.name);
         }
-        let (place, holders, ahead) = match store.claim(rec, &pool.name, parallel)? {
+        let (holders, ahead) = match store.claim(rec, &pool.name, parallel)? {
             Claim::Granted => {
                 clients.answer(|want| want == Some(Request::Queue));
                 return Ok(Waited::Placed);
             }
-            Claim::Waiting { place, holders, ahead } => (place, holders, ahead),
+            Claim::Waiting { holders, ahead } => (holders, ahead),
         };
+        let first = ahead.is_none();
         // The ones it waits on must be alive: a dead one is recorded lost, freeing its place.
-        let watched: Vec<Token> = if place == 1 { holders } else { ahead.into_iter().collect() };
+        let watched: Vec<Token> = if first { holders } else { ahead.into_iter().collect() };
         let dead: Vec<Token> = watched.iter().copied().filter(|&t| gone(store, t)).collect();
         if !dead.is_empty() {
             let mut recorded = true;
@@ -88,13 +90,13 @@ pub(super) fn wait_for_place(
             continue;
         }
         if !told {
-            report(&format!("queued {place}"));
+            report("queued");
             if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
                 let _ = nix::unistd::dup2_stdout(null);
             }
             told = true;
         }
-        let request = if place == 1 { Request::Place } else { Request::Queue };
+        let request = if first { Request::Place } else { Request::Queue };
         let streams: Vec<UnixStream> = watched.iter().filter_map(|&t| connect(store, t, request)).collect();
         if streams.len() < watched.len() {
             // One of them was ending as we looked (its socket gone): look again, soon, rather
@@ -103,11 +105,23 @@ pub(super) fn wait_for_place(
             continue;
         }
         // The first in line also wakes when the agents file changes: a raised `parallel`.
-        let file = if place == 1 { pool.agents_file.as_deref().and_then(watch_file) } else { None };
+        let file = if first { pool.agents_file.as_deref().and_then(watch_file) } else { None };
         let name = pool.agents_file.as_deref().and_then(Path::file_name);
+        // Thousands may wait: none keeps the store open (its locks) or memory it does not need.
+        store.close_db();
+        trim_heap();
         if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients) {
             return Ok(Waited::Halted(why));
         }
+    }
+}
+
+/// Give the allocator's free pages back to the system.
+fn trim_heap() {
+    // SAFETY: malloc_trim only hands memory the allocator holds free back to the system.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

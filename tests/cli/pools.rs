@@ -180,3 +180,31 @@ fn a_rate_limited_run_gives_its_place_up_for_the_back_off_then_runs_again_first(
     let v = h.run_within(Duration::from_secs(30), &["--json", "await", &limited], 0).json();
     assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("completed"), Some(2)), "{v}");
 }
+
+/// How many descriptors process `pid` has open on the home's store (`agentctl.db` and its
+/// `-wal` and `-shm`).
+fn store_files_open(pid: i32) -> usize {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
+    fds.flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter(|target| target.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("agentctl.db")))
+        .count()
+}
+
+#[test]
+fn a_waiting_supervisor_keeps_nothing_of_the_store_open() {
+    // An open connection keeps a lock on the store's files, which the kernel walks past on every
+    // lock any other process takes: a line of thousands made each start several times slower.
+    let h = Home::new();
+    pooled(&h, 1);
+    let (holder, _) = ask(&h, "600");
+    let waiting: Vec<String> = (0..3).map(|_| ask(&h, "600").0).collect();
+    for t in &waiting {
+        let lock = std::fs::read_to_string(h.path().join("tasks").join(t).join("lock")).unwrap();
+        let pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
+        wait_until(Duration::from_secs(10), "the waiter to close the store", || store_files_open(pid) == 0);
+    }
+    for t in waiting.iter().chain([&holder]) {
+        h.run(&["halt", t, "--grace", "0.2s"], 0);
+    }
+}
