@@ -21,9 +21,16 @@ fn what() -> String {
 pub enum Claim {
     /// It has one: it is `starting` now.
     Granted,
-    /// It waits: the pool's tasks that hold places, and the queued task just ahead of it
-    /// (none: it is first in line).
-    Waiting { holders: Vec<Token>, ahead: Option<Token> },
+    /// It waits.
+    Waiting {
+        /// The queued tasks just ahead of it, nearest first: none for the first in line, one for
+        /// the second, two from the third place on.
+        ahead: Vec<Token>,
+        /// The pool's tasks that hold places.
+        holders: Vec<Token>,
+        /// A place is free for the first in line (which has not taken it yet).
+        free: bool,
+    },
 }
 
 /// Where a task of a pool stands (none once it ended): `held` (given a place: `starting`,
@@ -51,14 +58,15 @@ pub(super) const HOLDERS: &str = "SELECT token FROM tasks WHERE pool = ?1 AND po
 /// Where task `?1` stands, and its place in the order tasks came.
 pub(super) const OWN: &str = "SELECT pool_state, queue_seq FROM tasks WHERE token = ?1";
 
-/// The (at most `?3`) tasks of pool `?1` in line ahead of the one saved `?2`th.
+/// The (at most `?4`) tasks of pool `?1` in line ahead of the one saved `?2`th, but `?3`.
 pub(super) const BEFORE: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
-     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 LIMIT ?3)";
+     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 AND token IS NOT ?3 \
+     LIMIT ?4)";
 
-/// The task of pool `?1` in line just ahead of the one saved `?2`th.
+/// The two tasks of pool `?1` in line just ahead of the one saved `?2`th, nearest first.
 pub(super) const AHEAD: &str = "SELECT token FROM tasks \
      WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 \
-     ORDER BY queue_seq DESC LIMIT 1";
+     ORDER BY queue_seq DESC LIMIT 2";
 
 /// The (at most `?2`) tasks of pool `?1` that hold a place or wait for one.
 pub(super) const TAKEN: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
@@ -91,8 +99,9 @@ pub(super) fn full(conn: &Connection, pool: &str, parallel: u32) -> Result<bool>
 
 impl Store {
     /// Take a place in `pool` (at most `parallel` held at once) for the queued task `rec`, if
-    /// one is free and no queued task is ahead of it; its record says `starting` then.
-    pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32) -> Result<Claim> {
+    /// one is free and no queued task but `passing` (the first in line, late to take its place)
+    /// is ahead of it; its record says `starting` then.
+    pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32, passing: Option<Token>) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
         let own: Option<(Option<String>, Option<i64>)> = tx
@@ -106,9 +115,10 @@ impl Store {
         };
         let holders = tokens(&tx, HOLDERS, [pool])?;
         let free = (parallel as usize).saturating_sub(holders.len());
+        let passing = passing.map(|t| t.as_str().to_owned());
         let before: i64 = tx
             .prepare_cached(BEFORE)
-            .and_then(|mut s| s.query_row(params![pool, seq, free as i64], |r| r.get(0)))
+            .and_then(|mut s| s.query_row(params![pool, seq, passing, free as i64], |r| r.get(0)))
             .map_err(err(what))?;
         if (before as usize) < free {
             rec.queued = false;
@@ -125,8 +135,8 @@ impl Store {
             tx.commit().map_err(err(what))?;
             return Ok(Claim::Granted);
         }
-        let ahead = tokens(&tx, AHEAD, params![pool, seq])?.pop();
-        Ok(Claim::Waiting { holders, ahead })
+        let ahead = tokens(&tx, AHEAD, params![pool, seq])?;
+        Ok(Claim::Waiting { ahead, free: free > 0, holders })
     }
 
     /// The place in line of queued task `token` of `pool` (1 is next), if it is in line.
@@ -224,18 +234,19 @@ mod tests {
     /// taking a place freed.
     fn costs(line: usize) -> [u64; 4] {
         let (_dir, store, mut tasks) = line_of(line);
-        let first =
-            steps(&store, || assert!(matches!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Waiting { .. })));
+        let first = steps(&store, || {
+            assert!(matches!(store.claim(&mut tasks[2], "p", 2, None).unwrap(), Claim::Waiting { .. }))
+        });
         let saved = steps(&store, || assert!(save(&store, line + 3, 2).queued));
         let last = line + 2;
         let behind = steps(&store, || {
-            let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[last - 1], "p", 2).unwrap() else {
+            let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[last - 1], "p", 2, None).unwrap() else {
                 panic!("the last in line has no place")
             };
-            assert_eq!(ahead, Some(tasks[last - 2].token));
+            assert_eq!(ahead, [tasks[last - 2].token, tasks[last - 3].token]);
         });
         store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
-        let taken = steps(&store, || assert_eq!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Granted));
+        let taken = steps(&store, || assert_eq!(store.claim(&mut tasks[2], "p", 2, None).unwrap(), Claim::Granted));
         [first, saved, behind, taken]
     }
 
@@ -265,20 +276,27 @@ mod tests {
     }
 
     #[test]
-    fn the_line_keeps_its_order() {
+    fn the_line_keeps_its_order_and_a_late_first_can_be_passed() {
         let (_dir, store, mut tasks) = line_of(3);
         let tokens: Vec<Token> = tasks.iter().map(|t| t.token).collect();
         assert_eq!(store.queue_place(tokens[3], "p").unwrap(), Some(2));
         assert_eq!(store.queue_place(tokens[0], "p").unwrap(), None);
-        let claim = store.claim(&mut tasks[3], "p", 2).unwrap();
-        assert_eq!(claim, Claim::Waiting { holders: vec![tokens[0], tokens[1]], ahead: Some(tokens[2]) });
+        let Claim::Waiting { ahead, holders, free } = store.claim(&mut tasks[3], "p", 2, None).unwrap() else {
+            panic!("a full pool gave a place")
+        };
+        assert_eq!((ahead, holders, free), (vec![tokens[2]], vec![tokens[0], tokens[1]], false));
         store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
-        // The place freed is the first in line's.
-        assert!(matches!(store.claim(&mut tasks[3], "p", 2).unwrap(), Claim::Waiting { .. }));
-        assert_eq!(store.claim(&mut tasks[2], "p", 2).unwrap(), Claim::Granted);
+        // The place freed is the first in line's: the second waits, unless it passes the first.
+        assert!(matches!(store.claim(&mut tasks[3], "p", 2, None).unwrap(), Claim::Waiting { free: true, .. }));
+        assert_eq!(store.claim(&mut tasks[3], "p", 2, Some(tokens[2])).unwrap(), Claim::Granted);
+        // The one passed keeps its place: first in line still.
+        let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[2], "p", 2, None).unwrap() else {
+            panic!("no place was free")
+        };
+        assert!(ahead.is_empty());
         let places = store.open_places().unwrap();
         let waiting: Vec<_> = places.iter().filter_map(|(t, _, p)| p.map(|p| (*t, p))).collect();
-        assert_eq!(waiting, [(tokens[3], 1), (tokens[4], 2)]);
+        assert_eq!(waiting, [(tokens[2], 1), (tokens[4], 2)]);
     }
 
     #[test]
@@ -303,6 +321,6 @@ mod tests {
         let store = Store::open(dir.path()).unwrap();
         assert_eq!(states(&store), before);
         let mut first = tasks[2].clone();
-        assert!(matches!(store.claim(&mut first, "p", 2).unwrap(), Claim::Waiting { .. }));
+        assert!(matches!(store.claim(&mut first, "p", 2, None).unwrap(), Claim::Waiting { .. }));
     }
 }

@@ -3,8 +3,10 @@
 //! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
 //! `queue`       -> `done` once the task is not waiting for a place in its pool any more (it
 //!                  has one, or it ended); at once if it was not waiting
+//! `front`       -> `done` once the task is first in line for a place in its pool, or not
+//!                  waiting any more; at once if it is either
 //! `place`       -> `done` once the task gives up its place in its pool (it ended, or went back
-//!                  to wait after a rate-limited run)
+//!                  to wait after a rate-limited run); at once if it holds none
 //! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
 //!                  (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it is left alive
 //!                  and the final record is written
@@ -21,6 +23,7 @@ use tokio::net::UnixStream;
 pub enum Request {
     Wait,
     Queue,
+    Front,
     Place,
     Halt { grace: Duration },
 }
@@ -31,6 +34,7 @@ impl Request {
         match self {
             Request::Wait => "wait\n".to_owned(),
             Request::Queue => "queue\n".to_owned(),
+            Request::Front => "front\n".to_owned(),
             Request::Place => "place\n".to_owned(),
             Request::Halt { grace } => format!("halt {}\n", grace.as_millis()),
         }
@@ -41,6 +45,7 @@ impl Request {
         match line.trim().split_once(' ') {
             None if line.trim() == "wait" => Some(Request::Wait),
             None if line.trim() == "queue" => Some(Request::Queue),
+            None if line.trim() == "front" => Some(Request::Front),
             None if line.trim() == "place" => Some(Request::Place),
             Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt { grace: Duration::from_millis(ms) }),
             _ => None,
@@ -144,7 +149,13 @@ mod tests {
 
     #[test]
     fn requests_round_trip() {
-        for r in [Request::Wait, Request::Queue, Request::Place, Request::Halt { grace: Duration::from_millis(5000) }] {
+        for r in [
+            Request::Wait,
+            Request::Queue,
+            Request::Front,
+            Request::Place,
+            Request::Halt { grace: Duration::from_millis(5000) },
+        ] {
             assert_eq!(Request::parse(r.line().trim_end()), Some(r));
         }
         assert_eq!(Request::parse("halt x"), None);

@@ -1,28 +1,30 @@
 //! A queued task's supervisor waiting for a place in its pool, without polling and without a
 //! daemon: it sleeps on sockets, and looks again only when something that can free a place
-//! happens.
+//! happens, or move it up to where it watches the places.
 //!
-//! - The first in line connects to the control socket of every task holding a place (`place`):
-//!   the answer comes when one gives its place up (it ends, or goes back to wait after a
-//!   rate-limited run), and the connection closes when one's supervisor dies.
-//! - Every other waiter connects to the waiter just ahead of it (`queue`): the answer comes
-//!   when that one leaves the line (it got its place, or it ended), and the connection closes
-//!   if it dies.
+//! - The first and second in line connect to the control socket of every task holding a place
+//!   (`place`): the answer comes when one gives its place up (it ends, or goes back to wait
+//!   after a rate-limited run), and the connection closes when one's supervisor dies. They
+//!   also watch the agents file's directory: a raised `parallel` lets them, and those behind
+//!   them, start.
+//! - The second also connects to the first (`queue`: the answer comes when it leaves the line).
+//!   A place free that the first does not take within `LATE` (a stopped supervisor cannot) is
+//!   the second's: the first keeps its place in line, and takes the next free place when it
+//!   wakes.
+//! - Every other waiter connects to the waiter just ahead of it (`front`): the answer comes when
+//!   that one is first in line, or leaves the line; the connection closes if it dies.
 //!
-//! - The first in line also watches the agents file's directory (one inotify instance per
-//!   pool's line, not per waiter): a raised `parallel` lets it, and those behind it, start.
-//!
-//! So one end wakes one waiter, and each wakes the next as it moves up: a start costs the same
-//! at any length of the line. A holder or waiter
-//! found dead (its lock free) is recorded `lost` on the spot, which frees its place. The
-//! waiter meanwhile answers its own clients: `wait`, `queue`, and `halt`, which ends it
-//! `cancelled` without ever starting the agent.
+//! So one end wakes the first two in line, and each that moves up wakes the one behind it: a
+//! start costs the same at any length of the line. A holder or waiter found dead (its lock
+//! free) is recorded `lost` on the spot, which frees its place. The waiter meanwhile answers
+//! its own clients: `wait`, `queue`, `front`, `place` (it holds none), and `halt`, which ends
+//! it `cancelled` without ever starting the agent.
 
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
@@ -49,8 +51,12 @@ pub(super) enum Waited {
 /// were between states: a holder ending, a waiter not listening yet).
 const SETTLE: Duration = Duration::from_millis(20);
 
+/// How long the first in line has to take a place freed for it before the second takes it
+/// instead. Told at the same moment, a first that is alive takes it within milliseconds.
+pub(super) const LATE: Duration = Duration::from_secs(2);
+
 /// Wait until `rec` has a place in its pool (one saved with its place has it already). The
-/// first time it has to wait, the launcher is told (`queued N`) and left.
+/// first time it has to wait, the launcher is told (`queued`) and left.
 pub(super) fn wait_for_place(
     store: &Store,
     rec: &mut TaskRecord,
@@ -61,23 +67,50 @@ pub(super) fn wait_for_place(
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
     let mut parallel = pool.parallel.unwrap_or(DEFAULT_PARALLEL);
+    let mut first = false;
+    // The first in line while a place is free for it, and when it is late to take it.
+    let mut late: Option<(Token, Instant)> = None;
+    let mut passing = None;
     loop {
         // Read again each time: a changed `parallel` counts from the next look. A file that
         // cannot be read now (half saved, say) leaves the last limit read.
         if let Ok(agents) = Agents::load(store.home(), pool.agents_file.as_deref()) {
             parallel = agents.parallel(&pool.name);
         }
-        let (holders, ahead) = match store.claim(rec, &pool.name, parallel)? {
+        let (ahead, holders, free) = match store.claim(rec, &pool.name, parallel, passing.take())? {
             Claim::Granted => {
-                clients.answer(|want| want == Some(Request::Queue));
+                clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front)));
                 return Ok(Waited::Placed);
             }
-            Claim::Waiting { holders, ahead } => (holders, ahead),
+            Claim::Waiting { ahead, holders, free } => (ahead, holders, free),
         };
-        let first = ahead.is_none();
+        // Moved up to the front: the one behind it now watches the places too.
+        if ahead.is_empty() && !first {
+            clients.answer(|want| want == Some(Request::Front));
+        }
+        first = ahead.is_empty();
+        late = match (ahead.as_slice(), free) {
+            (&[one], true) => Some(late.filter(|&(t, _)| t == one).unwrap_or((one, Instant::now() + LATE))),
+            _ => None,
+        };
+        if let Some((t, at)) = late
+            && Instant::now() >= at
+        {
+            // Its place is free, and it has not taken it: this one goes first, once.
+            (passing, late) = (Some(t), None);
+            continue;
+        }
         // The ones it waits on must be alive: a dead one is recorded lost, freeing its place.
-        let watched: Vec<Token> = if first { holders } else { ahead.into_iter().collect() };
-        let dead: Vec<Token> = watched.iter().copied().filter(|&t| gone(store, t)).collect();
+        let watches_places = ahead.len() < 2;
+        let mut watched: Vec<(Token, Request)> = match ahead.as_slice() {
+            [] => Vec::new(),
+            &[one] => vec![(one, Request::Queue)],
+            &[next, ..] => vec![(next, Request::Front)],
+        };
+        if watches_places {
+            watched.extend(holders.iter().map(|&t| (t, Request::Place)));
+        }
+        let dead: Vec<Token> = watched.iter().map(|&(t, _)| t).filter(|&t| gone(store, t)).collect();
         if !dead.is_empty() {
             let mut recorded = true;
             for t in dead {
@@ -96,21 +129,21 @@ pub(super) fn wait_for_place(
             }
             told = true;
         }
-        let request = if first { Request::Place } else { Request::Queue };
-        let streams: Vec<UnixStream> = watched.iter().filter_map(|&t| connect(store, t, request)).collect();
+        let streams: Vec<UnixStream> = watched.iter().filter_map(|&(t, request)| connect(store, t, request)).collect();
         if streams.len() < watched.len() {
             // One of them was ending as we looked (its socket gone): look again, soon, rather
             // than sleep on the others while its place stays free.
             std::thread::sleep(SETTLE);
             continue;
         }
-        // The first in line also wakes when the agents file changes: a raised `parallel`.
-        let file = if first { pool.agents_file.as_deref().and_then(watch_file) } else { None };
+        // Those that watch the places also wake when the agents file changes: a raised `parallel`.
+        let file = if watches_places { pool.agents_file.as_deref().and_then(watch_file) } else { None };
         let name = pool.agents_file.as_deref().and_then(Path::file_name);
         // Thousands may wait: none keeps the store open (its locks) or memory it does not need.
         store.close_db();
         trim_heap();
-        if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients) {
+        let until = late.map(|(_, at)| at);
+        if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients, first, until) {
             return Ok(Waited::Halted(why));
         }
     }
@@ -148,18 +181,27 @@ fn watch_file(file: &Path) -> Option<Inotify> {
     Some(inotify)
 }
 
-/// Sleep until a watched connection has something (an answer, or its end), or the watched
-/// agents file's directory changes, serving clients meanwhile. `Some(why)` when a halt or a
-/// stop signal came instead.
+/// Sleep until a watched connection has something (an answer, or its end), the watched
+/// agents file's directory changes, or `until`, serving clients meanwhile (`front`: this one is
+/// first in line). `Some(why)` when a halt or a stop signal came instead.
 fn sleep_on(
     streams: &[UnixStream],
     file: Option<(&Inotify, &std::ffi::OsStr)>,
     signals: &SignalFd,
     clients: &mut Clients,
+    front: bool,
+    until: Option<Instant>,
 ) -> Option<String> {
     loop {
-        let timeout = clients.wake_at().map_or(PollTimeout::NONE, |t| {
-            let ms = t.saturating_duration_since(std::time::Instant::now()).as_millis().min(60_000) as u16;
+        // A waiter holds no place, and the first is at the front: either is answered at once.
+        clients.answer(|want| want == Some(Request::Place) || (front && want == Some(Request::Front)));
+        let now = Instant::now();
+        if until.is_some_and(|t| now >= t) {
+            return None;
+        }
+        let timeout = [clients.wake_at(), until].into_iter().flatten().min().map_or(PollTimeout::NONE, |t| {
+            // Rounded up, so that a timer is never found not yet due on waking.
+            let ms = t.saturating_duration_since(now).as_micros().div_ceil(1000).min(60_000) as u16;
             PollTimeout::from(ms)
         });
         let (answered, changed, signalled, served): (bool, bool, bool, Vec<bool>) = {

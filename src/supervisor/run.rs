@@ -471,6 +471,8 @@ impl Supervisor {
         while self.stop.is_none() && Instant::now() < at {
             let wake = [Some(at), self.deadline, self.log.due, self.log.look_at];
             self.poll_once(wake.into_iter().flatten().min());
+            // It holds no place: whoever asks to hear when it gives one up hears it now.
+            self.clients.answer(|want| want == Some(Request::Place));
             self.on_timers();
         }
         self.rec.retry_at_ms = None;
@@ -641,7 +643,7 @@ impl Supervisor {
             self.begin_stop(StopReason::Halted, grace);
         }
         // It has its place: whoever waits behind it in the queue looks again.
-        self.clients.answer(|want| want == Some(Request::Queue));
+        self.clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front)));
     }
 
     fn on_signals(&mut self) {

@@ -27,6 +27,7 @@ mod mcp_malformed;
 mod mcp_protocol;
 mod mcp_transcript;
 mod mounts;
+mod pools;
 mod processes;
 mod raw_mcp;
 mod scale;
