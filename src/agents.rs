@@ -201,6 +201,16 @@ impl Agents {
         }
     }
 
+    /// Whether the file says nothing at all (or there is none).
+    pub fn is_empty(&self) -> bool {
+        self.file.default.is_none() && self.file.agents.is_empty() && self.file.pools.is_empty()
+    }
+
+    /// The `parallel` of `pool`'s own section, if the file has one.
+    pub fn defined_parallel(&self, pool: &str) -> Option<u32> {
+        self.file.pools.get(pool).map(|p| p.parallel)
+    }
+
     /// The template for `role`: its own entry, else `[default]`, else the built-in default.
     pub fn resolve(&self, role: &Role) -> Resolved {
         let at = |what: &str| match &self.path {

@@ -238,6 +238,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             containment: None,
             slurm_job: None,
             slurm_pending: None,
+            limit_kept: None,
         };
         Ok((rec, spec))
     };

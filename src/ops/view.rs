@@ -131,6 +131,9 @@ impl TaskView {
                     }
                     _ => format!("queued for {}", human_duration(elapsed_ms)),
                 };
+                if let Some(kept) = &rec.limit_kept {
+                    line = format!("{line} ({kept})");
+                }
             }
             if let Some(at) = rec.retry_at_ms {
                 let left = at.saturating_sub(unix_ms(SystemTime::now()));

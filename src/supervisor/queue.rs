@@ -34,10 +34,10 @@ use nix::sys::signalfd::SignalFd;
 use super::clients::Clients;
 use super::control::{Request, socket_addr};
 use super::launch::report;
-use crate::agents::{Agents, DEFAULT_PARALLEL};
+use crate::agents::{Agents, DEFAULT_PARALLEL, DEFAULT_POOL};
 use crate::error::Result;
 use crate::store::{Claim, FileLock, Store};
-use crate::task::{TaskRecord, TaskSpec, Token};
+use crate::task::{PoolRef, TaskRecord, TaskSpec, Token};
 
 /// How the wait ended.
 pub(super) enum Waited {
@@ -66,19 +66,25 @@ pub(super) fn wait_for_place(
 ) -> Result<Waited> {
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
-    let mut parallel = pool.parallel.unwrap_or(DEFAULT_PARALLEL);
+    let mut limit = Limit { parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL) };
     let mut first = false;
     // The first in line while a place is free for it, and when it is late to take it.
     let mut late: Option<(Token, Instant)> = None;
     let mut passing = None;
     loop {
-        // Read again each time: a changed `parallel` counts from the next look. A file that
-        // cannot be read now (half saved, say) leaves the last limit read.
-        if let Ok(agents) = Agents::load(store.home(), pool.agents_file.as_deref()) {
-            parallel = agents.parallel(&pool.name);
+        let kept = limit.read(store, pool);
+        if kept != rec.limit_kept {
+            if let Some(why) = &kept {
+                eprintln!("agentctl supervisor: {why}");
+            }
+            rec.limit_kept = kept;
+            store.write_record(rec)?;
         }
-        let (ahead, holders, free) = match store.claim(rec, &pool.name, parallel, passing.take())? {
+        let (ahead, holders, free) = match store.claim(rec, &pool.name, limit.parallel, passing.take())? {
             Claim::Granted => {
+                if rec.limit_kept.take().is_some() {
+                    store.write_record(rec)?;
+                }
                 clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front)));
                 return Ok(Waited::Placed);
             }
@@ -146,6 +152,37 @@ pub(super) fn wait_for_place(
         if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients, first, until) {
             return Ok(Waited::Halted(why));
         }
+    }
+}
+
+/// The pool's limit as last read from the agents file.
+struct Limit {
+    parallel: u32,
+}
+
+impl Limit {
+    /// Read the limit again (a changed `parallel` counts from the next look). A file that
+    /// cannot be read now, or has no section for the pool (an editor saving it in place leaves
+    /// it empty for a moment), leaves the last limit read: why, then.
+    fn read(&mut self, store: &Store, pool: &PoolRef) -> Option<String> {
+        let name = &pool.name;
+        let why = match Agents::load(store.home(), pool.agents_file.as_deref()) {
+            Ok(agents) => match agents.defined_parallel(name) {
+                Some(n) => {
+                    self.parallel = n;
+                    return None;
+                }
+                // No section is the default pool's own limit, unless one said otherwise.
+                None if name == DEFAULT_POOL && self.parallel == DEFAULT_PARALLEL => return None,
+                None => match agents.path() {
+                    Some(file) if agents.is_empty() => format!("agents file {} is empty now", file.display()),
+                    Some(file) => format!("agents file {} has no [pools.{name}] now", file.display()),
+                    None => "no agents file is found now".to_owned(),
+                },
+            },
+            Err(e) => e.to_string(),
+        };
+        Some(format!("{why}: pool `{name}` keeps its last limit, parallel = {}", self.parallel))
     }
 }
 

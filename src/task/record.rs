@@ -51,6 +51,10 @@ pub struct TaskRecord {
     /// `queued` then, with its pool's place taken.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slurm_pending: Option<String>,
+    /// While it waits for a place: why its pool's limit is the last one read, not the agents
+    /// file's now (the file cannot be read, or has no section for the pool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_kept: Option<String>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -192,6 +196,7 @@ mod tests {
             containment: None,
             slurm_job: None,
             slurm_pending: None,
+            limit_kept: None,
         }
     }
 

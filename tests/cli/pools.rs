@@ -181,6 +181,36 @@ fn a_rate_limited_run_gives_its_place_up_for_the_back_off_then_runs_again_first(
     assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("completed"), Some(2)), "{v}");
 }
 
+#[test]
+fn an_agents_file_empty_or_without_the_pool_for_a_moment_keeps_the_last_limit_and_says_so() {
+    let h = Home::new();
+    pooled(&h, 2);
+    let holders: Vec<String> = (0..2).map(|_| ask(&h, "600").0).collect();
+    let waiting: Vec<String> = (0..3).map(|_| ask(&h, "600").0).collect();
+    let file = h.path().join("agents.toml");
+    // Written in place, as an editor may: empty for a moment, then without the pool's section.
+    // The second note is written after the look that read the first: both looks are done.
+    for (text, says) in [("", "is empty now"), ("[agents.x]\ncommand = [\"true\"]\n", "has no [pools.two] now")] {
+        std::fs::write(&file, text).unwrap();
+        let summary = || h.status(&waiting[0])["summary"].as_str().unwrap_or_default().to_owned();
+        wait_until(Duration::from_secs(30), "the first in line to say what it read", || {
+            holding(&h) > 2 || summary().contains(says)
+        });
+        assert_eq!(holding(&h), 2, "the limit of 2 held");
+        assert!(summary().contains("pool `two` keeps its last limit, parallel = 2"), "{}", summary());
+    }
+    // The section back, with a place more: one more starts, and nothing is said any more.
+    pooled(&h, 3);
+    wait_until(Duration::from_secs(30), "a third place to be taken", || holding(&h) >= 3);
+    assert_eq!(holding(&h), 3);
+    wait_until(Duration::from_secs(30), "the new first in line to say nothing of the limit", || {
+        h.status(&waiting[1])["summary"].as_str().is_some_and(|s| s.contains("place 1") && !s.contains("keeps"))
+    });
+    for t in holders.iter().chain(&waiting) {
+        h.run(&["halt", t, "--grace", "0.2s"], 0);
+    }
+}
+
 /// How many descriptors process `pid` has open on the home's store (`agentctl.db` and its
 /// `-wal` and `-shm`).
 fn store_files_open(pid: i32) -> usize {
