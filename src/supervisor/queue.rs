@@ -45,6 +45,9 @@ pub(super) enum Waited {
     Placed,
     /// It was halted (or its supervisor told to stop) while it waited: why.
     Halted(String),
+    /// Its deadline passed while it waited (a rate-limited run's next one, whose deadline
+    /// counts from the first run).
+    Expired,
 }
 
 /// How long to wait before looking again when no one could be watched (their supervisors
@@ -55,14 +58,15 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// instead. Told at the same moment, a first that is alive takes it within milliseconds.
 pub(super) const LATE: Duration = Duration::from_secs(2);
 
-/// Wait until `rec` has a place in its pool (one saved with its place has it already). The
-/// first time it has to wait, the launcher is told (`queued`) and left.
+/// Wait until `rec` has a place in its pool (one saved with its place has it already), or
+/// `deadline`. The first time it has to wait, the launcher is told (`queued`) and left.
 pub(super) fn wait_for_place(
     store: &Store,
     rec: &mut TaskRecord,
     spec: &TaskSpec,
     signals: &SignalFd,
     clients: &mut Clients,
+    deadline: Option<Instant>,
 ) -> Result<Waited> {
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
@@ -72,6 +76,9 @@ pub(super) fn wait_for_place(
     let mut late: Option<(Token, Instant)> = None;
     let mut passing = None;
     loop {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            return Ok(Waited::Expired);
+        }
         let kept = limit.read(store, pool);
         if kept != rec.limit_kept {
             if let Some(why) = &kept {
@@ -148,7 +155,7 @@ pub(super) fn wait_for_place(
         // Thousands may wait: none keeps the store open (its locks) or memory it does not need.
         store.close_db();
         trim_heap();
-        let until = late.map(|(_, at)| at);
+        let until = [late.map(|(_, at)| at), deadline].into_iter().flatten().min();
         if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients, first, until) {
             return Ok(Waited::Halted(why));
         }

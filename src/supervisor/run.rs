@@ -194,10 +194,14 @@ impl Supervisor {
             }
         };
         // Its place in its pool first; a halt while it waits ends it without a run.
-        match wait_for_place(&store, &mut rec, &spec, &signals, &mut clients) {
+        // Its deadline counts from its start.
+        match wait_for_place(&store, &mut rec, &spec, &signals, &mut clients, None) {
             Ok(Waited::Placed) => {}
-            Ok(Waited::Halted(why)) => {
-                let outcome = Outcome::Cancelled { exit_code: None, signal: None };
+            Ok(waited @ (Waited::Halted(_) | Waited::Expired)) => {
+                let (outcome, why) = match waited {
+                    Waited::Halted(why) => (Outcome::Cancelled { exit_code: None, signal: None }, why),
+                    _ => (Outcome::Expired { exit_code: None, signal: None }, "its deadline passed".to_owned()),
+                };
                 if let Err(e) = store.finish(&mut rec, outcome, Some(why), None, Some(&spec.result)) {
                     eprintln!("cannot record the end of task {token}: {e}");
                 }
@@ -478,11 +482,17 @@ impl Supervisor {
         self.rec.retry_at_ms = None;
         if self.stop.is_none() && pooled {
             let _ = self.store.write_record(&self.rec);
-            match wait_for_place(&self.store, &mut self.rec, &self.spec, &self.signals, &mut self.clients) {
+            // Its deadline holds meanwhile: no run after it.
+            let deadline = self.deadline;
+            match wait_for_place(&self.store, &mut self.rec, &self.spec, &self.signals, &mut self.clients, deadline) {
                 Ok(Waited::Placed) => {}
                 Ok(Waited::Halted(why)) => {
                     self.add_note(why);
                     self.stop = Some(StopReason::Halted);
+                }
+                Ok(Waited::Expired) => {
+                    self.add_note("the task's deadline passed while it waited for a place".into());
+                    self.stop = Some(StopReason::DeadlinePassed);
                 }
                 Err(e) => self.add_note(format!("cannot wait for a place in its pool: {e}")),
             }

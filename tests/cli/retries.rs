@@ -159,3 +159,32 @@ fn what_a_rate_limited_run_left_running_is_ended_with_sigterm_before_the_next_ru
         "{note}"
     );
 }
+
+#[test]
+fn a_deadline_holds_while_a_retried_task_waits_for_its_place_and_no_run_follows_it() {
+    let h = Home::new();
+    let go = h.path().join("go");
+    // Each run waits for the go, then is rate-limited.
+    let script = format!("while [ ! -e '{}' ]; do sleep 0.05; done; exit 75", go.display());
+    let settings = "retry_on = { exit = [75] }\nbackoff = \"1s\"\ntimeout = \"4s\"\npool = \"one\"\n\
+                    [pools.one]\nparallel = 1\n[agents.blocker]\ncommand = [\"sleep\", \"600\"]\npool = \"one\"";
+    let counter = scripted(&h, &script, settings);
+    let token = |v: serde_json::Value| v["token"].as_str().unwrap().to_owned();
+    let task = token(h.run(&["--json", "ask", "--async", "script", "go"], 0).json());
+    // The blocker waits behind run 1, and takes the place run 1 gives up for its back-off.
+    let v = h.run(&["--json", "ask", "--async", "blocker", "x"], 0).json();
+    assert_eq!(v["status"], "queued", "{v}");
+    let blocker = token(v);
+    std::fs::write(&go, "").unwrap();
+    let v = h.run_within(Duration::from_secs(60), &["--json", "await", &task, "--timeout", "30s"], 1).json();
+    assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("expired"), Some(1)), "{v}");
+    let note = v["note"].as_str().unwrap();
+    assert!(note.contains("deadline passed while it waited for a place"), "{note}");
+    // At its deadline: not before, and not when the place came free (never, here).
+    let elapsed = v["elapsed_ms"].as_u64().unwrap();
+    assert!((4000..20_000).contains(&elapsed), "ended after {elapsed} ms");
+    assert_eq!(h.status(&blocker)["status"], "running");
+    assert_eq!(runs(&counter), 1);
+    h.run(&["halt", &blocker, "--grace", "0.2s"], 0);
+    assert_eq!(runs(&counter), 1, "no run after the deadline");
+}
