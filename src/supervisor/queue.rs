@@ -56,7 +56,7 @@ const SETTLE: Duration = Duration::from_millis(20);
 
 /// How long the first in line has to take a place freed for it before the second takes it
 /// instead. Told at the same moment, a first that is alive takes it within milliseconds.
-pub(super) const LATE: Duration = Duration::from_secs(2);
+const LATE: Duration = Duration::from_secs(2);
 
 /// Wait until `rec` has a place in its pool (one saved with its place has it already), or
 /// `deadline`. The first time it has to wait, the launcher is told (`queued`) and left.
@@ -189,7 +189,10 @@ impl Limit {
             },
             Err(e) => e.to_string(),
         };
-        Some(format!("{why}: pool `{name}` keeps its last limit, parallel = {}", self.parallel))
+        Some(format!(
+            "{why}: pool `{name}` keeps its last limit, parallel = {}, until the file defines [pools.{name}] again",
+            self.parallel
+        ))
     }
 }
 
