@@ -300,6 +300,30 @@ mod tests {
     }
 
     #[test]
+    fn where_a_task_stands_follows_its_record() {
+        let (_dir, _store, tasks) = line_of(0);
+        let started = serde_json::json!({ "pid": 2, "supervisor_pid": 1, "at_ms": 5 });
+        for (queued, started, slurm_pending, retry_at_ms, state) in [
+            (true, None, None, None, Some("waiting")),
+            (false, None, None, None, Some("held")),
+            (false, Some(&started), None, None, Some("held")),
+            // Slurm holds its job pending: queued, with its place.
+            (false, Some(&started), Some("Priority"), None, Some("held")),
+            // A rate-limited run's back-off, then back in line.
+            (true, Some(&started), None, Some(9), Some("resting")),
+            (true, Some(&started), None, None, Some("waiting")),
+        ] {
+            let mut rec = serde_json::to_value(&tasks[0]).unwrap();
+            rec["queued"] = queued.into();
+            rec["started"] = started.cloned().into();
+            rec["slurm_pending"] = slurm_pending.into();
+            rec["retry_at_ms"] = retry_at_ms.into();
+            let rec: TaskRecord = serde_json::from_value(rec).unwrap();
+            assert_eq!(pool_state(&rec), state, "{rec:?}");
+        }
+    }
+
+    #[test]
     fn a_store_of_schema_5_learns_where_its_open_tasks_stand() {
         let (dir, store, tasks) = line_of(2);
         let states = |store: &Store| -> Vec<Option<String>> {
