@@ -16,11 +16,19 @@ impl Tmux {
     /// The shell finds agentctl on its PATH and the home in AGENTCTL_HOME, so that a short
     /// command line is typed (a long one would wrap in 80 columns).
     fn start(h: &Home) -> Tmux {
+        let t = Tmux::running(h, "bash --norc --noprofile");
+        t.keys(&["PS1='$ '; clear", "Enter"]);
+        wait_until(Duration::from_secs(20), "a clear screen with the prompt", || t.pane().trim() == "$");
+        t
+    }
+
+    /// A server whose one pane runs `shell_command`.
+    fn running(h: &Home, shell_command: &str) -> Tmux {
         let t = Tmux { socket: h.path().join("tmux.sock") };
         let c = h.cmd();
         let mut new = t.command();
         // No tmux configuration of the machine's.
-        new.args(["-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24", "bash --norc --noprofile"]);
+        new.args(["-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24", shell_command]);
         for (k, v) in c.get_envs() {
             if let Some(v) = v {
                 new.env(k, v);
@@ -30,8 +38,6 @@ impl Tmux {
         let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
         new.env("TERM", "xterm-256color").env_remove("NO_COLOR").env("PATH", path).env("AGENTCTL_HOME", h.path());
         assert!(new.status().unwrap().success(), "tmux could not start");
-        t.keys(&["PS1='$ '; clear", "Enter"]);
-        wait_until(Duration::from_secs(20), "a clear screen with the prompt", || t.pane().trim() == "$");
         t
     }
 
@@ -166,6 +172,23 @@ fn bytes_read(pid: i64) -> u64 {
 fn first_line_shown(tmux: &Tmux) -> Option<u64> {
     let row = tmux.row(1);
     row.trim_matches(|c: char| c == '│' || c.is_whitespace()).strip_prefix("line ")?.parse().ok()
+}
+
+#[test]
+fn top_ends_when_its_terminal_hangs_up_though_no_sighup_reaches_it() {
+    let h = Home::new();
+    h.init();
+    // The session's leader ignores the hang-up's SIGHUP, which goes to it alone, and stays:
+    // nothing passes a SIGHUP on to top (as when a shell that does not is killed).
+    let pidfile = h.path().join("top.pid");
+    let command = format!("sh -c 'trap \"\" HUP; agentctl top </dev/tty & echo $! > {}; wait'", pidfile.display());
+    let t = Tmux::running(&h, &command);
+    let top = crate::common::read_pids(&pidfile)[0];
+    t.wait_for("the view", "TOKEN");
+    // The terminal goes away (tmux closes the pane's pty) while keys still come.
+    assert!(t.command().args(["send-keys", "-N", "200", "j"]).status().unwrap().success());
+    assert!(t.command().arg("kill-server").status().unwrap().success());
+    wait_until(Duration::from_secs(20), "top to end with its terminal", || !crate::common::alive(top));
 }
 
 #[test]

@@ -6,9 +6,8 @@ use std::io::{IsTerminal, Stdout};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use crossterm::event::{Event, EventStream, KeyEvent, KeyEventKind};
+use crossterm::event::{Event, KeyEvent, KeyEventKind};
 use crossterm::{cursor, execute, terminal};
-use futures_util::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
 use tokio::signal::unix::{SignalKind, signal};
@@ -42,10 +41,11 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
     for kind in [SignalKind::terminate(), SignalKind::hangup(), SignalKind::interrupt(), SignalKind::quit()] {
         signals.push(signal(kind).ctx(|| "cannot watch the signals that end the view".into())?);
     }
+    let mut resized = signal(SignalKind::window_change()).ctx(|| "cannot watch the terminal's size".into())?;
     let mut screen = Screen::enter()?;
     let mut app = App::new(store.home().display().to_string());
     let (notices, mut noticed) = mpsc::unbounded_channel::<String>();
-    let mut keys = EventStream::new();
+    let mut keys = terminal_events()?;
     let mut home = Watch::home(store).ok();
     let mut log: Option<Watch> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -92,21 +92,21 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
                 futures_util::future::select_all(waits).await;
             };
             tokio::select! {
-                event = keys.next() => match event {
-                    Some(Ok(Event::Key(k))) if k.kind != KeyEventKind::Release => {
+                event = keys.recv() => match event {
+                    Some(Event::Key(k)) if k.kind != KeyEventKind::Release => {
                         if !key(store, &mut app, k, scroll.as_mut(), &notices, &mut stale) {
                             break 'view;
                         }
                         break;
                     }
-                    Some(Ok(Event::Resize(..))) => {
-                        stale.log = true;
-                        break;
-                    }
-                    Some(Ok(_)) => {}
-                    // The terminal is gone.
-                    None | Some(Err(_)) => break 'view,
+                    Some(_) => {}
+                    // The terminal is gone (hung up, or it cannot be read).
+                    None => break 'view,
                 },
+                _ = resized.recv() => {
+                    stale.log = true;
+                    break;
+                }
                 () = changed(&mut home) => {
                     // The selected log has a watch of its own, if it could have one.
                     stale.tasks = true;
@@ -123,6 +123,11 @@ pub async fn run(store: &Store) -> Result<ExitCode> {
                     break;
                 }
                 _ = tick.tick() => {
+                    // A terminal hung up while crossterm read it leaves its reader in a loop
+                    // that never returns: the view ends all the same.
+                    if rustix::termios::tcgetattr(std::io::stdin()).is_err() {
+                        break 'view;
+                    }
                     stale.tasks = true;
                     break;
                 }
@@ -182,6 +187,47 @@ fn show_log(app: &mut App, scroll: Option<&mut LogScroll>, what: impl FnOnce(&mu
     }
     app.log = scroll.lines();
     app.scrolled = (!scroll.following()).then(|| scroll.percent());
+}
+
+/// The terminal's keys, read on a thread of their own, which ends (closing the channel) when
+/// the terminal hangs up or cannot be read. crossterm reads a hung-up terminal (a closed pty,
+/// whose SIGHUP went to a shell that did not pass it on) in a loop that never returns: it is
+/// asked for events only once stdin has input and no hang-up. (A resize comes as SIGWINCH.)
+fn terminal_events() -> Result<mpsc::UnboundedReceiver<Event>> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let read = move || {
+        let stdin = std::io::stdin();
+        loop {
+            let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) => {}
+                Err(nix::errno::Errno::EINTR) => continue,
+                Err(_) => return,
+            }
+            let got = fds[0].revents().unwrap_or(PollFlags::empty());
+            let gone = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+            if got.intersects(gone) || !got.contains(PollFlags::POLLIN) {
+                return;
+            }
+            // Every event of what came: crossterm reads all the terminal has, and keeps what
+            // it has not handed out yet.
+            loop {
+                match crossterm::event::poll(Duration::ZERO) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(_) => return,
+                }
+                let Ok(event) = crossterm::event::read() else { return };
+                if tx.send(event).is_err() {
+                    return;
+                }
+            }
+        }
+    };
+    std::thread::Builder::new().name("agentctl-keys".into()).spawn(read).ctx(|| "cannot read the keys".into())?;
+    Ok(rx)
 }
 
 /// The next change a watch sees; never, without one (the tick reloads then).
