@@ -155,30 +155,45 @@ fn a_pool_that_is_not_defined_is_refused_with_how_to_define_it() {
 #[test]
 fn a_rate_limited_run_gives_its_place_up_for_the_back_off_then_runs_again_first() {
     let h = Home::new();
-    let counter = h.path().join("runs");
+    let (order, counter, go) = (h.path().join("order"), h.path().join("runs"), h.path().join("go"));
+    // Each run says when it starts in `order`; `blocker` holds the place until `go` exists.
     let toml = format!(
         "[pools.one]\nparallel = 1\n\
-         [agents.limited]\ncommand = [\"{}\", \"limited\", \"{}\", \"2\", \"75\"]\npool = \"one\"\n\
-         retry_on = {{ exit = [75] }}\nbackoff = \"3s\"\n\
-         [agents.quick]\ncommand = [\"sh\", \"-c\", \"echo '> quick'\"]\npool = \"one\"\n",
-        crate::common::fake_agent(),
-        counter.display()
+         [agents.limited]\ncommand = [\"sh\", \"-c\", \"echo limited >> {order}; exec {fake} limited {counter} 2 75\"]\n\
+         pool = \"one\"\nretry_on = {{ exit = [75] }}\nbackoff = \"1s\"\n\
+         [agents.blocker]\ncommand = [\"sh\", \"-c\", \"echo blocker >> {order}; while [ ! -e {go} ]; do sleep 0.05; done; echo '> done'\"]\n\
+         pool = \"one\"\n\
+         [agents.later]\ncommand = [\"sh\", \"-c\", \"echo later >> {order}; echo '> later'\"]\npool = \"one\"\n",
+        fake = crate::common::fake_agent(),
+        order = order.display(),
+        counter = counter.display(),
+        go = go.display(),
     );
     std::fs::write(h.path().join("agents.toml"), toml).unwrap();
-    let limited = h.run(&["--json", "ask", "--async", "limited", "go"], 0).json()["token"].as_str().unwrap().to_owned();
-    let quick = h.run(&["--json", "ask", "--async", "quick", "go"], 0).json()["token"].as_str().unwrap().to_owned();
-    // The quick one runs in the limited one's back-off, which gave the pool's one place up.
-    let v = h.run_within(Duration::from_secs(30), &["--json", "await", &quick], 0).json();
-    assert_eq!(v["status"], "completed", "{v}");
+    let start =
+        |role: &str| h.run(&["--json", "ask", "--async", role, "go"], 0).json()["token"].as_str().unwrap().to_owned();
+    let limited = start("limited");
+    let blocker = start("blocker");
+    let later = start("later");
+    // The blocker can only run in the limited one's back-off, which gave the pool's one place up.
+    wait_until(Duration::from_secs(30), "the blocker to run", || h.status(&blocker)["status"] == "running");
     let meanwhile = h.status(&limited);
     assert_eq!(
         (meanwhile["status"].as_str(), meanwhile["attempts"].as_u64()),
         (Some("queued"), Some(1)),
         "{meanwhile}"
     );
-    assert!(meanwhile["summary"].as_str().unwrap().starts_with("rate-limited: run 2 starts in"), "{meanwhile}");
-    let v = h.run_within(Duration::from_secs(30), &["--json", "await", &limited], 0).json();
-    assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("completed"), Some(2)), "{v}");
+    // Its back-off over, it waits for the place: first in line again, before `later`.
+    wait_until(Duration::from_secs(30), "the back-off to end", || {
+        h.status(&limited)["summary"].as_str().is_some_and(|s| s.contains("place 1 in line"))
+    });
+    std::fs::write(&go, "").unwrap();
+    for t in [&blocker, &limited, &later] {
+        let v = h.run_within(Duration::from_secs(30), &["--json", "await", t], 0).json();
+        assert_eq!(v["status"], "completed", "{v}");
+    }
+    assert_eq!(h.status(&limited)["attempts"], 2);
+    assert_eq!(std::fs::read_to_string(&order).unwrap(), "limited\nblocker\nlimited\nlater\n");
 }
 
 #[test]
