@@ -25,7 +25,8 @@ fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
 
 #[test]
 fn a_home_open_to_others_is_tightened_and_one_owned_by_another_user_refused() {
-    let h = Home::new();
+    // A home inside a directory of the test's own, whose mode it may change.
+    let h = Home::under("home");
     h.init();
     std::fs::set_permissions(h.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let r = h.run(&["list"], 0);
@@ -41,6 +42,7 @@ fn a_home_open_to_others_is_tightened_and_one_owned_by_another_user_refused() {
     // Another user, who cannot look inside the 0700 home, is told it is not theirs, not that
     // there is none (its parent lets them pass).
     let parent = h.path().parent().unwrap();
+    assert_ne!(parent, std::env::temp_dir(), "the test's own directory, not the system's temp dir");
     std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o711)).unwrap();
     for args in [&["list"][..], &["status", "abcdef"][..], &["run", "--", "true"][..]] {
         let out = std::process::Command::new(crate::common::BIN)
