@@ -175,8 +175,9 @@ impl Agents {
     /// whose name is close to a defined one (`reviwer` beside `reviewer`) is refused, so that a
     /// typo never silently runs another agent.
     pub fn template_for(&self, role: &Role) -> Result<Resolved> {
+        let nearest = self.roles().into_iter().filter_map(|r| Some((near(role.as_str(), r)?, r))).min();
         if !self.file.agents.contains_key(role.as_str())
-            && let Some(near) = self.roles().into_iter().find(|r| is_near(role.as_str(), r))
+            && let Some((_, near)) = nearest
         {
             return Err(Error::UnknownRole {
                 role: role.to_string(),
@@ -232,12 +233,30 @@ impl Agents {
     }
 }
 
-/// Whether `asked` looks like a misspelling of `defined`: the same but for case, or within one
-/// edit (a letter left out, added, changed or two swapped) per four characters.
-fn is_near(asked: &str, defined: &str) -> bool {
+/// The most role names a message or a tool's description lists.
+const MOST_NAMED: usize = 20;
+
+/// `names` as a message lists them: the first 20, then how many more.
+pub fn name_list(names: &[impl AsRef<str>]) -> String {
+    let shown: Vec<&str> = names.iter().take(MOST_NAMED).map(AsRef::as_ref).collect();
+    match names.len().saturating_sub(MOST_NAMED) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
+    }
+}
+
+/// How far `asked` is from `defined`, if it looks like a misspelling of it: the same but for
+/// case, or within one edit (a letter left out, added, changed or two swapped) per four
+/// characters. Names that differ only in their digits (`worker2` beside `worker1`) are roles
+/// of their own, not typos.
+fn near(asked: &str, defined: &str) -> Option<usize> {
     let (a, d) = (asked.to_lowercase(), defined.to_lowercase());
+    let letters = |s: &str| s.chars().filter(|c| !c.is_ascii_digit()).collect::<String>();
+    if a != d && letters(&a) == letters(&d) {
+        return None;
+    }
     let allowed = a.chars().count().max(d.chars().count()) / 4;
-    a == d || strsim::damerau_levenshtein(&a, &d) <= allowed
+    Some(strsim::damerau_levenshtein(&a, &d)).filter(|&edits| edits <= allowed)
 }
 
 #[cfg(test)]
@@ -266,22 +285,38 @@ mod tests {
     fn a_role_close_to_a_defined_one_is_refused_with_the_one_meant() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("a.toml");
-        std::fs::write(&p, "[agents.reviewer]\ncommand = [\"r\"]\n[agents.w1]\ncommand = [\"w\"]\n").unwrap();
+        let roles = "[agents.reviewer]\ncommand = [\"r\"]\n[agents.w1]\ncommand = [\"w\"]\n\
+                     [agents.worker1]\ncommand = [\"w\"]\n[agents.reviewers]\ncommand = [\"rs\"]\n";
+        std::fs::write(&p, roles).unwrap();
         let a = Agents::load(dir.path(), Some(&p)).unwrap();
-        for typo in ["reviwer", "Reviewer", "reveiwer", "review", "reviewers"] {
+        // The nearest defined role is named.
+        for (typo, meant) in [
+            ("reviwer", "reviewer"),
+            ("Reviewer", "reviewer"),
+            ("reveiwer", "reviewer"),
+            ("review", "reviewer"),
+            ("reviewerss", "reviewers"),
+            ("workr1", "worker1"),
+        ] {
             match a.template_for(&Role::parse(typo).unwrap()) {
-                Err(Error::UnknownRole { near, roles, .. }) => {
-                    assert_eq!((near.as_str(), roles.len()), ("reviewer", 2))
-                }
+                Err(Error::UnknownRole { near, roles, .. }) => assert_eq!((near.as_str(), roles.len()), (meant, 4)),
                 other => panic!("{typo}: {:?}", other.map(|r| r.source)),
             }
         }
-        // Far from every defined role (or short, and a whole character off): the default runs.
-        for other in ["planner", "w2", "x", "reviewing-bot"] {
+        // Far from every defined role (short, and a whole character off), or another number of
+        // a numbered one: the default runs.
+        for other in ["planner", "w2", "x", "reviewing-bot", "worker2", "worker12", "worker"] {
             let r = a.template_for(&Role::parse(other).unwrap()).unwrap();
             assert_eq!(r.template, Template::builtin_default(), "{other}");
         }
         assert_eq!(a.template_for(&Role::parse("reviewer").unwrap()).unwrap().template.command, ["r"]);
+    }
+
+    #[test]
+    fn long_role_lists_are_cut_saying_how_many_more() {
+        let names: Vec<String> = (0..23).map(|i| format!("r{i}")).collect();
+        assert_eq!(name_list(&names[..2]), "r0, r1");
+        assert!(name_list(&names).ends_with("r19 and 3 more"), "{}", name_list(&names));
     }
 
     #[test]

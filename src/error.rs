@@ -67,7 +67,8 @@ impl Error {
             | Error::LaunchFailed(_)
             | Error::Refused(_)
             | Error::NoHome(_) => 2,
-            // A home on a read-only file system is the user's situation, not a fault.
+            // A home that cannot be written (a read-only mount, a store not ours to write) is the
+            // user's situation, not a fault.
             Error::Io { source, .. } if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem => 2,
             Error::Io { .. } | Error::HaltTimedOut { .. } | Error::Internal(_) => 70,
         }
@@ -147,21 +148,22 @@ impl Error {
             (Error::UnknownToken { .. }, Mcp) => "call `list` to see the tasks this server knows".into(),
             (Error::NoHome(_), Cli) => "check --home and AGENTCTL_HOME".into(),
             (Error::Io { source, .. }, _) if source.kind() == std::io::ErrorKind::ReadOnlyFilesystem => match reader {
-                Cli => "the home is on a read-only file system: `list`, `status`, `logs` and `await` read it, but \
-                        starting or taking anything writes; pick a writable home with --home or AGENTCTL_HOME"
+                Cli => "the home cannot be written (a read-only file system, or its store not yours to write): \
+                        `list`, `status`, `logs` and `await` read it, but starting or taking anything writes; pick a \
+                        writable home with --home or AGENTCTL_HOME, or check the owner and mode of its files"
                     .into(),
-                Mcp => "the server's home is on a read-only file system: `list`, `logs` and `await` work, nothing \
-                        can be started or taken"
+                Mcp => "the server's home cannot be written: `list`, `logs` and `await` work, nothing can be \
+                        started or taken"
                     .into(),
             },
             (Error::UnknownRole { role, roles, file, .. }, Cli) => format!(
                 "the roles of {} are {} (`agentctl roles` shows them); for a new role of that name, give it an entry \
                  [agents.{role}] there",
                 file.display(),
-                roles.join(", ")
+                crate::agents::name_list(roles)
             ),
             (Error::UnknownRole { roles, .. }, Mcp) => {
-                format!("the roles are {}; call `ask` again with one of them", roles.join(", "))
+                format!("the roles are {}; call `ask` again with one of them", crate::agents::name_list(roles))
             }
             (Error::HaltTimedOut { token }, Cli) => format!("check `agentctl status {token}`"),
             (Error::HaltTimedOut { token }, Mcp) => format!("call `await` with token {token} to see how it ends"),

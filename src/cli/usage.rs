@@ -7,8 +7,8 @@ use super::args::Cli;
 use crate::ops;
 
 /// The options whose value is a duration, and those whose value is a count.
-const DURATION_OPTIONS: [&str; 4] = ["--wait", "--timeout", "--grace", "--older-than"];
-const COUNT_OPTIONS: [&str; 5] = ["--limit", "--offset", "--keep", "--tail", "-n"];
+const DURATION_OPTIONS: [&str; 5] = ["--wait", "--timeout", "--grace", "--older-than", "--max-wait"];
+const COUNT_OPTIONS: [&str; 6] = ["--limit", "--offset", "--keep", "--tail", "-n", "--result-budget"];
 
 /// The message, then hint and usage lines.
 pub fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
@@ -51,13 +51,15 @@ pub fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
     (message, hints)
 }
 
-/// A negative number given to an option that takes a duration or a count.
+/// A negative number given to an option that takes a duration or a count. clap names what it
+/// took for short flags (`-5` of `-5s`): the argument is the one after such an option that
+/// starts with it.
 fn negative_value(bad: &str, args: &[String]) -> Option<String> {
-    if !bad.parse::<f64>().is_ok_and(|n| n < 0.0) {
+    if !bad.strip_prefix('-').is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit() || c == '.')) {
         return None;
     }
-    let at = args.iter().position(|a| a == bad)?;
-    let option = args[..at].last()?.as_str();
+    let at = (1..args.len()).find(|&i| args[i].starts_with(bad) && args[i - 1].starts_with('-'))?;
+    let (option, bad) = (args[at - 1].as_str(), args[at].as_str());
     let example = if DURATION_OPTIONS.contains(&option) {
         "5s"
     } else if COUNT_OPTIONS.contains(&option) {

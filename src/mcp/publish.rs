@@ -62,7 +62,7 @@ pub fn name_roles<S>(router: &mut ToolRouter<S>, roles: &crate::ops::Roles) {
     }
     // Every client reads the whole list: the program alone says what the others run.
     let program = roles.other_roles.command.first().map_or("", String::as_str);
-    let said = format!(" Roles: {}; others run `{program}`.", names.join(", "));
+    let said = format!(" Roles: {}; others run `{program}`.", crate::agents::name_list(&names));
     let description = tool.description.as_deref().unwrap_or_default();
     tool.description = Some(format!("{description}{said}").into());
 }

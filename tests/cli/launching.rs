@@ -223,6 +223,14 @@ fn usage_errors_say_what_went_wrong_and_what_to_type() {
             "hint: --wait takes 0 or more, like `--wait 5s`; `-5` is negative",
         ),
         (&["list", "--limit", "-3"][..], "hint: --limit takes 0 or more, like `--limit 5`; `-3` is negative"),
+        (
+            &["halt", "abcdef", "--grace", "-2s"][..],
+            "hint: --grace takes 0 or more, like `--grace 5s`; `-2s` is negative",
+        ),
+        (
+            &["run", "--timeout", "-30m", "--", "true"][..],
+            "hint: --timeout takes 0 or more, like `--timeout 5s`; `-30m` is negative",
+        ),
     ] {
         let r = h.run(args, 2);
         assert_eq!(r.stderr.lines().nth(1), Some(hint), "{}", r.stderr);

@@ -182,7 +182,7 @@ fn a_read_only_home_can_be_read() {
     // what still works and what to do.
     for args in [&["run", "--", "true"][..], &["wait", "--timeout", "0s"][..]] {
         let r = h.run_at(&ro.0, HANG, args, 2);
-        assert!(r.stderr.contains("the home is on a read-only file system"), "{}", r.stderr);
+        assert!(r.stderr.contains("the home cannot be written (a read-only file system"), "{}", r.stderr);
         assert!(r.stderr.contains("pick a writable home with --home or AGENTCTL_HOME"), "{}", r.stderr);
     }
     assert_eq!(h.run_at(&ro.0, HANG, &["--json", "run", "--", "true"], 2).json()["kind"], "read_only");
