@@ -4,6 +4,7 @@
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::store::Store;
 
@@ -12,14 +13,25 @@ use crate::store::Store;
 /// other program is shadowed. `None`: `path_var` finds it already (an installed agentctl), or
 /// this binary cannot be found.
 pub(super) fn agent_path(store: &Store, path_var: &str, cwd: &Path) -> Option<String> {
-    let exe = std::env::current_exe().ok()?;
+    let exe = own_binary()?;
     let me = std::fs::metadata(&exe).ok()?;
     let same = |p: &Path| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (me.dev(), me.ino()));
     if super::launch::find_program("agentctl", cwd, path_var).is_some_and(|found| same(&found)) {
         return None;
     }
     let dir = link_dir(store, &exe)?;
-    Some(if path_var.is_empty() { dir.display().to_string() } else { format!("{}:{path_var}", dir.display()) })
+    let dir = dir.to_str().filter(|d| !d.contains(':'))?;
+    Some(if path_var.is_empty() { dir.to_owned() } else { format!("{dir}:{path_var}") })
+}
+
+/// The path this binary was started from. One rebuilt or upgraded since (`cargo build` under a
+/// running MCP server) reads `… (deleted)`: the file now at that path is the agentctl meant.
+fn own_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    match exe.to_str().and_then(|p| p.strip_suffix(" (deleted)")) {
+        Some(now) if !exe.exists() => Some(PathBuf::from(now)),
+        _ => Some(exe),
+    }
 }
 
 /// `<home>/bin/<hash of the binary's path>/`, its `agentctl` linked to `exe` (made, or made
@@ -27,17 +39,25 @@ pub(super) fn agent_path(store: &Store, path_var: &str, cwd: &Path) -> Option<St
 /// home do not change each other's tasks' link.
 fn link_dir(store: &Store, exe: &Path) -> Option<PathBuf> {
     let rel = Path::new("bin").join(format!("{:016x}", fnv1a(exe.as_os_str().as_encoded_bytes())));
-    let link = store.home().join(&rel).join("agentctl");
-    if std::fs::read_link(&link).is_ok_and(|to| to == exe) {
-        return link.parent().map(Path::to_owned);
-    }
+    // Checked as every directory of the home is: no symlink on the way.
     let dir = store.private_dir(&rel).ok()?;
-    // Made beside it and renamed over it: a task starting meanwhile never finds it missing.
-    let fresh = dir.join(format!(".agentctl.{}", std::process::id()));
+    let link = dir.join("agentctl");
+    let right = || std::fs::read_link(&link).is_ok_and(|to| to == exe);
+    if right() {
+        return Some(dir);
+    }
+    // Made beside it and renamed over it: a task starting meanwhile never finds it missing. Its
+    // name is this launch's own, as two threads of a server may make it at once.
+    static MADE: AtomicU64 = AtomicU64::new(0);
+    let n = MADE.fetch_add(1, Ordering::Relaxed);
+    let fresh = dir.join(format!(".agentctl.{}.{n}", std::process::id()));
     let _ = std::fs::remove_file(&fresh);
-    std::os::unix::fs::symlink(exe, &fresh).ok()?;
-    std::fs::rename(&fresh, &link).ok()?;
-    Some(dir)
+    let made = std::os::unix::fs::symlink(exe, &fresh).and_then(|()| std::fs::rename(&fresh, &link));
+    if made.is_err() {
+        let _ = std::fs::remove_file(&fresh);
+    }
+    // Another launch may have made the same link meanwhile.
+    (made.is_ok() || right()).then_some(dir)
 }
 
 /// A stable 64-bit hash (FNV-1a) of `bytes`: the same name for the same binary in every process.

@@ -69,7 +69,12 @@ impl Home {
 
     /// `cmd`, with the home reached through `home` (a bind mount of it, say).
     pub fn cmd_at(&self, home: &Path) -> Command {
-        let mut c = Command::new(BIN);
+        self.cmd_of(Path::new(BIN), home)
+    }
+
+    /// `cmd_at`, running `program` (a copy of the binary, say).
+    pub fn cmd_of(&self, program: &Path, home: &Path) -> Command {
+        let mut c = Command::new(program);
         // The fake kiro-cli first; then agentctl itself, for agents that call it.
         let bin_dir = Path::new(BIN).parent().unwrap();
         let path = format!(

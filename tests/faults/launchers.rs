@@ -58,3 +58,40 @@ fn killing_the_mcp_servers_whole_process_group_leaves_its_tasks_running() {
     assert_eq!(v["status"], "completed");
     assert_eq!(v["summary"], "outlived its server");
 }
+
+#[test]
+fn a_worker_finds_the_agentctl_its_server_was_started_from_also_once_rebuilt() {
+    let h = Home::under("home");
+    // The server started by its path (as an MCP client's config does), PATH without agentctl.
+    let bin = h.path().parent().unwrap().join("build/agentctl");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(BIN, &bin).unwrap();
+    let mut cmd = h.cmd_of(&bin, h.path());
+    cmd.env("PATH", "/usr/bin:/bin");
+    let mut mcp = RawMcp::spawn_cmd(cmd, &["--allow-run"]);
+    let init = serde_json::json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "faults", "version": "0"}});
+    mcp.request("initialize", init);
+    mcp.send(&serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let found = |mcp: &mut RawMcp| {
+        let script = "command -v agentctl && agentctl --version && echo '> found'";
+        let r = mcp.call("run", serde_json::json!({"command": ["sh", "-c", script], "wait_secs": 30}));
+        let log = std::fs::read_to_string(
+            h.path()
+                .join("subagents/run/data/history")
+                .join(r["structuredContent"]["token"].as_str().unwrap().to_owned() + ".log"),
+        )
+        .unwrap();
+        (r["structuredContent"]["status"].as_str().unwrap_or_default().to_owned(), log)
+    };
+    let (status, log) = found(&mut mcp);
+    assert_eq!(status, "completed", "{log}");
+    assert!(log.contains(&format!("{}/bin/", h.path().display())) && log.contains("agentctl "), "{log}");
+    // Rebuilt under the running server: the binary it runs is gone from that path, a new one
+    // is there; its workers find that one.
+    let next = bin.with_file_name("agentctl.new");
+    std::fs::copy(BIN, &next).unwrap();
+    std::fs::rename(&next, &bin).unwrap();
+    let (status, log) = found(&mut mcp);
+    assert_eq!(status, "completed", "{log}");
+    assert!(log.contains("> found"), "{log}");
+}

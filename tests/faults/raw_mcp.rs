@@ -51,15 +51,13 @@ impl RawMcp {
 
     /// Start `agentctl mcp FLAGS…` on `h` and send nothing yet.
     pub fn spawn(h: &Home, flags: &[&str]) -> RawMcp {
-        let mut server = h
-            .cmd()
-            .arg("mcp")
-            .args(flags)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .unwrap();
+        RawMcp::spawn_cmd(h.cmd(), flags)
+    }
+
+    /// `spawn`, with `cmd` as the agentctl to run (another binary, another environment).
+    pub fn spawn_cmd(mut cmd: std::process::Command, flags: &[&str]) -> RawMcp {
+        let mut server =
+            cmd.arg("mcp").args(flags).stdin(Stdio::piped()).stdout(Stdio::piped()).process_group(0).spawn().unwrap();
         let stdin = server.stdin.take();
         let stdout = BufReader::new(server.stdout.take().unwrap());
         let (tx, lines) = channel();
