@@ -234,13 +234,18 @@ impl Decoder for Lines {
     }
 
     fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Frame>> {
-        // A last line without its newline was cut off: there is nothing whole to read.
-        let frame = self.decode(buf)?;
-        if frame.is_none() {
-            buf.clear();
-            self.searched = 0;
+        if let Some(frame) = self.decode(buf)? {
+            return Ok(Some(frame));
         }
-        Ok(frame)
+        // A last line without its newline is read as one (a whole request is answered, a cut
+        // one is a parse error), unless it is only white space.
+        self.searched = 0;
+        let rest = buf.split();
+        Ok(match (std::mem::take(&mut self.overlong), rest.iter().all(u8::is_ascii_whitespace)) {
+            (true, _) => Some(Frame::Overlong),
+            (false, true) => None,
+            (false, false) => Some(Frame::Line(rest)),
+        })
     }
 }
 
@@ -321,7 +326,12 @@ mod tests {
         buf.extend_from_slice(b"tail\n{}\n");
         assert!(matches!(lines.decode(&mut buf).unwrap(), Some(Frame::Overlong)));
         assert!(matches!(lines.decode(&mut buf).unwrap(), Some(Frame::Line(l)) if &l[..] == b"{}\n"));
+        // At the end of input, a last line without its newline is read as a line (a cut one
+        // is then a parse error); white space alone is nothing.
         buf.extend_from_slice(b"{\"cut\":");
+        assert!(matches!(lines.decode_eof(&mut buf).unwrap(), Some(Frame::Line(l)) if &l[..] == b"{\"cut\":"));
+        assert!(lines.decode_eof(&mut buf).unwrap().is_none());
+        buf.extend_from_slice(b" \r\t");
         assert!(lines.decode_eof(&mut buf).unwrap().is_none());
     }
 }

@@ -40,8 +40,14 @@ pub async fn halt_if_running(store: &Store, token: Token, grace: Duration, purge
             let mut said = format!("task {token} had already ended ({}); nothing was stopped", v.status);
             if purge {
                 let rec = store.read_record(token)?;
+                let there = [store.log_path(&rec.role, token), store.summary_path(&rec.role, token)];
+                let had = there.iter().any(|p| p.exists());
                 store.remove_history(&rec.role, token)?;
-                said.push_str("; log and summary removed (--purge)");
+                said.push_str(if had {
+                    "; log and summary removed (--purge)"
+                } else {
+                    "; its log and summary were gone already"
+                });
             }
             v.note = Some(match v.note.take() {
                 Some(n) => format!("{n}; {said}"),

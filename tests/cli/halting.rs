@@ -80,6 +80,8 @@ fn a_halt_of_an_ended_task_reports_how_it_ended_and_stops_nothing() {
     let v = h.run(&["--json", "halt", token, "--purge"], 0).json();
     assert!(v["note"].as_str().unwrap().contains("log and summary removed"), "{v}");
     assert!(!std::path::Path::new(&log).exists());
+    let v = h.run(&["--json", "halt", token, "--purge"], 0).json();
+    assert!(v["note"].as_str().unwrap().contains("its log and summary were gone already"), "{v}");
 }
 
 #[test]
