@@ -173,8 +173,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             } else if l.follow {
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut stdout).await?;
                 drop(stdout);
-                // The output is on stdout; how it ended (halted, failed…) is said apart from it.
-                eprint!("agentctl: {}", super::term::printable(&v.ending()));
+                // The output is on stdout; an end other than completing (halted, failed…) is
+                // said apart from it.
+                if v.status != Status::Completed {
+                    eprint!("agentctl: {}", super::term::printable(&v.ending()));
+                }
                 return Ok(render::exit_code(&v));
             } else {
                 ops::read_log(&store, token, l.tail, l.raw, &mut stdout)?;
@@ -331,6 +334,12 @@ async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<E
     let token = rec.token;
     let v = match progress::watch(store, &[token], !out.json, ops::settle(store, rec, wait)).await? {
         Watched::Done(v) => v,
+        // The task goes on: --quiet still gives the token alone.
+        Watched::Interrupted if quiet => {
+            println!("{token}");
+            eprintln!("agentctl: interrupted; the task keeps running");
+            return Ok(progress::end_by_sigint());
+        }
         Watched::Interrupted => return Ok(out.interrupted(&progress::interrupted_views(store, &[token]))),
     };
     let code = if quiet {

@@ -44,6 +44,13 @@ fn timeout_code(e: &Event) -> ExitCode {
     ExitCode::from(if e.kind == EventKind::Timeout { 124 } else { 0 })
 }
 
+/// Text the lead sent (an answer, a message) as printed: as it is for the script that reads it,
+/// shown inert (`printable`) where a terminal would obey what it holds.
+fn on_screen(text: &str) -> String {
+    use std::io::IsTerminal;
+    if io::stdout().is_terminal() { printable(text).into_owned() } else { text.to_owned() }
+}
+
 fn print_json(value: &serde_json::Value) {
     let mut stdout = io::stdout().lock();
     let _ = writeln!(stdout, "{value}");
@@ -182,7 +189,7 @@ impl Out {
 
     /// Print the lead's answer, alone on stdout (`ask-lead`).
     pub fn answer(&self, answer: &str) -> io::Result<()> {
-        self.line(|| json!({ "answer": answer }), || Some(answer.to_owned()))
+        self.line(|| json!({ "answer": answer }), || Some(on_screen(answer)))
     }
 
     /// Say that question `q` is answered.
@@ -196,7 +203,7 @@ impl Out {
     /// Print a message a task read from its inbox (its text alone, unless --json); a `timeout`
     /// exits 124.
     pub fn message(&self, e: &Event) -> io::Result<ExitCode> {
-        self.line(|| serde_json::to_value(e).unwrap_or_default(), || e.text.clone())?;
+        self.line(|| serde_json::to_value(e).unwrap_or_default(), || e.text.as_deref().map(on_screen))?;
         Ok(timeout_code(e))
     }
 

@@ -148,7 +148,9 @@ fn fixed(p: &Value, v: &Value) -> Option<String> {
     let fixed = match (type_of(p)?, v) {
         ("number" | "integer", Value::String(s)) => Value::from(s.trim().parse::<f64>().ok()?),
         ("boolean", Value::String(s)) => Value::Bool(s.trim().parse().ok()?),
-        ("array", Value::String(_)) => Value::Array(vec![v.clone()]),
+        // A string with spaces is a command line, whose words (quoting aside) are the list.
+        ("array", Value::String(s)) if s.contains(['\'', '"', '\\']) => return None,
+        ("array", Value::String(s)) => Value::Array(s.split_whitespace().map(Value::from).collect()),
         ("string", Value::Number(_)) => Value::String(v.to_string()),
         _ => return None,
     };
@@ -224,6 +226,16 @@ mod tests {
                 json!({"role": "r", "question": "q", "tokens": "a3f2c1"}),
                 "`tokens` is a string where it must be a list, each item a string",
                 "`tokens`: [\"a3f2c1\"]",
+            ),
+            (
+                json!({"role": "r", "question": "q", "tokens": "ls -la"}),
+                "`tokens` is a string where it must be a list, each item a string",
+                "`tokens`: [\"ls\",\"-la\"]",
+            ),
+            (
+                json!({"role": "r", "question": "q", "tokens": "echo 'a b'"}),
+                "`tokens` is a string where it must be a list, each item a string",
+                "`tokens` as a list, each item a string",
             ),
             (
                 json!({"role": "r", "question": "q", "tokens": ["a3f2c1", 7]}),

@@ -157,15 +157,15 @@ fn a_wait_on_a_terminal_shows_a_spinner_line_and_clears_it() {
     assert!(!json.contains("running"), "{json:?}");
 }
 
-#[test]
-fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it() {
-    let h = Home::new();
-    h.init();
-    let pf = h.path().join("go");
+/// `agentctl ARGS… -- sh -c SCRIPT` (a task that waits for a file), interrupted by SIGINT once
+/// the CLI listens for it; what it printed, and the file that lets the task end.
+fn interrupted(h: &Home, args: &[&str], name: &str) -> (std::process::Output, std::path::PathBuf) {
+    let pf = h.path().join(name);
     let script = format!("until [ -e '{}' ]; do sleep 0.05; done; echo '> done'", pf.display());
     let child = h
         .cmd()
-        .args(["run", "--sync", "--", "sh", "-c", &script])
+        .args(args)
+        .args(["--", "sh", "-c", &script])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -183,7 +183,14 @@ fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it()
     crate::common::wait_until(std::time::Duration::from_secs(20), "the CLI to listen for SIGINT", caught);
     // SAFETY: kill on our own child, not yet reaped.
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
+    (child.wait_with_output().unwrap(), pf)
+}
+
+#[test]
+fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it() {
+    let h = Home::new();
+    h.init();
+    let (out, go) = interrupted(&h, &["run", "--sync"], "go");
     // It ends by SIGINT itself, as a program Ctrl-C stops does (a shell's loop stops too).
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(out.status.signal(), Some(libc::SIGINT), "{}", String::from_utf8_lossy(&out.stderr));
@@ -191,7 +198,30 @@ fn ctrl_c_during_a_wait_leaves_the_task_running_and_says_how_to_get_back_to_it()
     let token = h.run(&["--json", "list"], 0).json()["tasks"][0]["token"].as_str().unwrap().to_owned();
     assert!(stdout.contains("await it: agentctl --home") && stdout.contains(&token), "{stdout}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("interrupted; the task keeps running"));
-    std::fs::write(&pf, "").unwrap();
+    std::fs::write(&go, "").unwrap();
     let v = h.run(&["--json", "await", &token, "--timeout", "20s"], 0).json();
     assert_eq!(v["status"], "completed", "{v}");
+    // With --quiet, the token alone still.
+    let (out, go) = interrupted(&h, &["run", "-q", "--sync"], "go2");
+    assert_eq!(out.status.signal(), Some(libc::SIGINT));
+    let token = h.run(&["--json", "list"], 0).json()["tasks"][0]["token"].as_str().unwrap().to_owned();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("{token}\n"));
+    std::fs::write(&go, "").unwrap();
+    h.run(&["--json", "await", &token, "--timeout", "20s"], 0);
+}
+
+#[test]
+fn what_the_lead_sent_is_shown_inert_on_a_terminal_and_kept_for_a_script() {
+    let h = Home::new();
+    let token = h.start(&["sleep", "30"]);
+    for _ in 0..2 {
+        h.run(&["send", &token, "title\x1b]0;pwned\x07 done"], 0);
+    }
+    let inside = [("AGENTCTL_TOKEN", token.as_str())];
+    let shown = on_a_terminal(&h, 80, &inside, &["inbox"]);
+    assert!(shown.contains("title^[]0;pwned^G done") && !shown.contains('\x1b'), "{shown:?}");
+    // A script reading it gets the message as it was sent.
+    let read = h.cmd().env("AGENTCTL_TOKEN", &token).args(["inbox"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&read.stdout), "title\x1b]0;pwned\x07 done\n");
+    h.run(&["halt", &token, "--grace", "0s"], 0);
 }

@@ -168,5 +168,5 @@ fn logs_follow_ends_with_the_exit_code_of_the_tasks_status() {
         Some("failed".into())
     );
     let ok = h.start(&["sleep", "0", "fine"]);
-    h.run(&["logs", &ok, "--follow"], 0);
+    assert_eq!(h.run(&["logs", &ok, "--follow"], 0).stderr, "", "a completed task's end needs no word");
 }
