@@ -162,9 +162,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let store = Store::existing(&home)?;
             let mut stdout = std::io::stdout().lock();
             if out.json && !l.follow {
-                return render::log_json(&mut stdout, |text| ops::read_log(&store, token, l.tail, l.raw, text));
+                return super::log_json::log_json(&mut stdout, |text| {
+                    ops::read_log(&store, token, l.tail, l.raw, text)
+                });
             } else if out.json {
-                let mut lines = render::JsonLines::new(token, &mut stdout);
+                let mut lines = super::log_json::JsonLines::new(token, &mut stdout);
                 let v = ops::follow(&store, token, l.tail, l.raw, &mut lines).await?;
                 lines.finish().ctx(|| "cannot write to stdout".into())?;
                 drop(stdout);

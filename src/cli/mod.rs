@@ -3,6 +3,7 @@
 mod args;
 mod complete;
 mod dispatch;
+mod log_json;
 mod progress;
 mod render;
 mod roles;

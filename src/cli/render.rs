@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::term::printable;
 use crate::error::Error;
-use crate::ops::{Awaited, LINE_PIECE, LoggedEvent, Pruned, TaskView, human_duration};
-use crate::task::{Event, EventKind, Question, Status, Token};
+use crate::ops::{Awaited, LoggedEvent, Pruned, TaskView, human_duration};
+use crate::task::{Event, EventKind, Question, Status};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
 pub struct Out {
@@ -95,10 +95,7 @@ impl Out {
             for v in &a.running {
                 let (token, role, elapsed) = (v.token, v.role.as_str(), human_duration(v.elapsed_ms));
                 let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output", v.line_count);
-                if let Some(q) = &v.pending_question {
-                    let _ = writeln!(w, "    asks ({}): {}", q.id, printable(&q.text));
-                    let _ = writeln!(w, "    answer it: {}", self.command("reply", format!("{token} ANSWER")));
-                }
+                let _ = self.question(v, "    ", &mut w);
             }
             let tokens: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();
             let _ = writeln!(w, "await them: {}", self.command("await", tokens.join(" ")));
@@ -111,16 +108,21 @@ impl Out {
         let quiet = TaskView { message: v.message.clone().filter(|_| v.timed_out), ..v.clone() };
         // Agents' words (summary, question, note) are shown, never obeyed by the terminal.
         w.write_all(printable(&quiet.text()).as_bytes())?;
-        if let Some(q) = &v.pending_question {
-            let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
-            writeln!(w, "asks ({}): {}", q.id, printable(&format!("{}{choices}", q.text)))?;
-            writeln!(w, "answer it: {}", self.command("reply", format!("{} ANSWER", v.token)))?;
-        }
+        self.question(v, "", w)?;
         if !v.status.is_final() {
             writeln!(w, "await it: {}", self.command("await", v.token))?;
             writeln!(w, "halt it:  {}", self.command("halt", v.token))?;
         }
         Ok(())
+    }
+
+    /// The question task `v` waits on an answer to, if any, and how to answer it; each line
+    /// after `indent`.
+    fn question(&self, v: &TaskView, indent: &str, w: &mut dyn Write) -> io::Result<()> {
+        let Some(q) = &v.pending_question else { return Ok(()) };
+        let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
+        writeln!(w, "{indent}asks ({}): {}", q.id, printable(&format!("{}{choices}", q.text)))?;
+        writeln!(w, "{indent}answer it: {}", self.command("reply", format!("{} ANSWER", v.token)))
     }
 
     /// After Ctrl-C: the tasks waited on go on; each one's state and how to get back to it
@@ -269,140 +271,5 @@ impl Out {
             print_json(&json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }));
         }
         ExitCode::from(e.exit_code())
-    }
-}
-
-/// `logs --json`: the output streamed as the `text` field of one object (no copy of the whole
-/// log is held), the task's fields after it once known. `write` streams the text. An error
-/// after the text began ends the same object, with the error's fields; one before it is the
-/// caller's to print.
-pub fn log_json(
-    out: &mut dyn Write,
-    write: impl FnOnce(&mut dyn Write) -> crate::error::Result<TaskView>,
-) -> crate::error::Result<ExitCode> {
-    use crate::error::IoContext;
-    let mut text = JsonText { out: &mut *out, partial: Vec::new(), begun: false };
-    let (rest, code) = match write(&mut text) {
-        Ok(v) => (
-            json!({
-                "token": v.token, "role": v.role, "status": v.status, "line_count": v.line_count,
-                "log_path": v.log_path,
-            }),
-            ExitCode::SUCCESS,
-        ),
-        Err(e) if text.begun => {
-            eprintln!("agentctl: error: {e}");
-            let fields = json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() });
-            (fields, ExitCode::from(e.exit_code()))
-        }
-        Err(e) => return Err(e),
-    };
-    let rest = rest.to_string();
-    let end = format!("\",{}\n", &rest[1..]);
-    text.finish()
-        .and_then(|()| out.write_all(end.as_bytes()))
-        .and_then(|()| out.flush())
-        .ctx(|| "cannot write to stdout".into())?;
-    Ok(code)
-}
-
-/// Writes text into a JSON string, escaped, as it comes (UTF-8 cut between writes is joined),
-/// after `{"text":"` on the first write.
-struct JsonText<'a> {
-    out: &'a mut dyn Write,
-    partial: Vec<u8>,
-    begun: bool,
-}
-
-impl JsonText<'_> {
-    fn finish(&mut self) -> io::Result<()> {
-        let rest = std::mem::take(&mut self.partial);
-        self.escape(&String::from_utf8_lossy(&rest))
-    }
-
-    fn escape(&mut self, s: &str) -> io::Result<()> {
-        if !self.begun {
-            self.begun = true;
-            self.out.write_all(b"{\"text\":\"")?;
-        }
-        let quoted = serde_json::to_string(s).map_err(io::Error::other)?;
-        self.out.write_all(&quoted.as_bytes()[1..quoted.len() - 1])
-    }
-}
-
-impl Write for JsonText<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.partial.extend_from_slice(buf);
-        let valid = match std::str::from_utf8(&self.partial) {
-            Ok(_) => self.partial.len(),
-            // An incomplete character at the end waits for the next write; anything else is
-            // replaced.
-            Err(e) if e.error_len().is_none() => e.valid_up_to(),
-            Err(_) => self.partial.len(),
-        };
-        let text = String::from_utf8_lossy(&self.partial[..valid]).into_owned();
-        self.partial.drain(..valid);
-        self.escape(&text)?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
-    }
-}
-
-/// `logs --follow --json`: one `{"token", "line"}` object per output line; a line longer than
-/// `LINE_PIECE` comes in several objects, all but the last with `"partial": true`.
-pub struct JsonLines<'a> {
-    token: Token,
-    out: &'a mut dyn Write,
-    pending: Vec<u8>,
-}
-
-impl<'a> JsonLines<'a> {
-    pub fn new(token: Token, out: &'a mut dyn Write) -> JsonLines<'a> {
-        JsonLines { token, out, pending: Vec::new() }
-    }
-
-    fn emit(&mut self, line: &[u8], partial: bool) -> io::Result<()> {
-        let line = String::from_utf8_lossy(line);
-        if partial {
-            writeln!(self.out, "{}", json!({ "token": self.token, "line": line, "partial": true }))
-        } else {
-            writeln!(self.out, "{}", json!({ "token": self.token, "line": line }))
-        }
-    }
-
-    /// Emit a last line without a newline, if any.
-    pub fn finish(mut self) -> io::Result<()> {
-        if !self.pending.is_empty() {
-            let rest = std::mem::take(&mut self.pending);
-            self.emit(&rest, false)?;
-        }
-        self.out.flush()
-    }
-}
-
-impl Write for JsonLines<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.pending.extend_from_slice(buf);
-        while let Some(i) = memchr::memchr(b'\n', &self.pending) {
-            let line: Vec<u8> = self.pending.drain(..=i).take(i).collect();
-            self.emit(&line, false)?;
-        }
-        if self.pending.len() > LINE_PIECE {
-            // Cut at a character boundary: the text is UTF-8 (cleaned) or, raw, anything.
-            let cut = match std::str::from_utf8(&self.pending) {
-                Err(e) if e.error_len().is_none() && e.valid_up_to() > 0 => e.valid_up_to(),
-                _ => self.pending.len(),
-            };
-            let piece: Vec<u8> = self.pending.drain(..cut).collect();
-            self.emit(&piece, true)?;
-        }
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.out.flush()
     }
 }

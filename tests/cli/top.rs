@@ -153,6 +153,18 @@ impl Tmux {
     }
 }
 
+/// SIGKILLs a process of the test's own when dropped.
+struct Killing(i64);
+
+impl Drop for Killing {
+    fn drop(&mut self) {
+        if crate::common::alive(self.0) {
+            // SAFETY: kill on a process this test started, still alive.
+            unsafe { libc::kill(self.0 as i32, libc::SIGKILL) };
+        }
+    }
+}
+
 /// Halts a task when dropped, so that a failed test leaves no task running.
 struct Halting<'a>(&'a Home, String);
 
@@ -184,6 +196,8 @@ fn top_ends_when_its_terminal_hangs_up_though_no_sighup_reaches_it() {
     let command = format!("sh -c 'trap \"\" HUP; agentctl top </dev/tty & echo $! > {}; wait'", pidfile.display());
     let t = Tmux::running(&h, &command);
     let top = crate::common::read_pids(&pidfile)[0];
+    // Should it fail, the top it started does not spin on for ever.
+    let _top = Killing(top);
     t.wait_for("the view", "TOKEN");
     // The terminal goes away (tmux closes the pane's pty) while keys still come.
     assert!(t.command().args(["send-keys", "-N", "200", "j"]).status().unwrap().success());
