@@ -15,7 +15,7 @@ use super::legacy;
 use crate::error::{Error, Result};
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
@@ -45,8 +45,25 @@ fn be_patient(conn: &Connection, patient: bool) -> rusqlite::Result<()> {
     if patient { conn.busy_handler(Some(wait_for_lock)) } else { conn.busy_handler(None) }
 }
 
+/// The statement that sets where the task of the row `NEW` stands in its pool, from its other
+/// columns: none for a task that ended or has no pool; `held` for one given a place
+/// (`starting`, `running`, or queued by Slurm, which holds its job pending, or whose record
+/// cannot be read: it counts against the limit); `resting` in a rate-limited run's back-off,
+/// with no place and not in line; else `waiting` in line.
+macro_rules! pool_state_kept {
+    () => {
+        "UPDATE tasks SET pool_state = CASE
+            WHEN ended_at_ms IS NOT NULL OR pool IS NULL THEN NULL
+            WHEN status <> 'queued' OR NOT json_valid(record) THEN 'held'
+            WHEN json_extract(record, '$.slurm_pending') IS NOT NULL THEN 'held'
+            WHEN json_extract(record, '$.retry_at_ms') IS NOT NULL THEN 'resting'
+            ELSE 'waiting' END
+        WHERE token = NEW.token;"
+    };
+}
+
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -129,20 +146,31 @@ const MIGRATIONS: [&str; 6] = [
     CREATE INDEX tasks_by_queue_seq ON tasks(queue_seq);
     CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL;
 ",
-    // Where each open task of a pool stands (`held`, `waiting`, `resting` in a rate-limited
-    // run's back-off; none once ended), written with its record: a start from a pool's line then
-    // reads its holders and the few tasks just ahead of it in one index, whatever the length of
-    // the line (it read and parsed every record of the line).
+    // Where each open task of a pool stands (filled in by the next migration's triggers): a
+    // start from a pool's line then reads its holders and the few tasks just ahead of it in one
+    // index, whatever the length of the line (it read and parsed every record of the line).
     r"
     ALTER TABLE tasks ADD COLUMN pool_state TEXT;
-    UPDATE tasks SET pool_state = CASE
-        WHEN status IN ('starting', 'running') OR json_extract(record, '$.slurm_pending') IS NOT NULL THEN 'held'
-        WHEN json_extract(record, '$.retry_at_ms') IS NOT NULL THEN 'resting'
-        ELSE 'waiting' END
-    WHERE ended_at_ms IS NULL AND pool IS NOT NULL;
     DROP INDEX tasks_open_by_pool;
     CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, queue_seq) WHERE pool_state IS NOT NULL;
 ",
+    // Where a task stands is kept by the store itself, from the columns every release writes
+    // (a supervisor of an earlier release, still running at the upgrade, writes its records
+    // without it: its end left it `held` for ever); a closed task is never in a pool's index.
+    concat!(
+        r"
+    DROP INDEX tasks_in_pools;
+    CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, queue_seq)
+        WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL;
+    CREATE TRIGGER tasks_pool_state_saved AFTER INSERT ON tasks BEGIN ",
+        pool_state_kept!(),
+        r" END;
+    CREATE TRIGGER tasks_pool_state_written AFTER UPDATE OF status, record, ended_at_ms, pool ON tasks BEGIN ",
+        pool_state_kept!(),
+        r" END;
+    UPDATE tasks SET pool = pool WHERE pool IS NOT NULL AND (ended_at_ms IS NULL OR pool_state IS NOT NULL);
+"
+    ),
 ];
 
 /// The database file of a home.

@@ -147,8 +147,7 @@ impl Store {
         let text = super::tasks::to_json(rec)?;
         let changed = tx
             .execute(
-                "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4, pool_state = NULL \
-                 WHERE token = ?1 AND ended_at_ms IS NULL",
+                "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4 WHERE token = ?1 AND ended_at_ms IS NULL",
                 rusqlite::params![rec.token.as_str(), text, rec.status().as_str(), ended_at],
             )
             .map_err(err(what))?;

@@ -1,16 +1,17 @@
 //! Pools: a task waits (`queued`) until its pool has a place for it. Places are counted in
 //! the store, in one write transaction at a time, so two tasks never take the last one: the
 //! pool's open tasks that hold a place against its `parallel`, and the queued ones in the order
-//! they were saved (`queue_seq`). Where each open task stands is its `pool_state`, written with
-//! its record and indexed with the pool and the order: a start reads the pool's holders and at
-//! most the few tasks just ahead of it, however long the line.
+//! they were saved (`queue_seq`). Where each open task stands is its `pool_state`, kept by the
+//! store from its record whoever writes it (see `db`), and indexed with the pool and the order:
+//! a start reads the pool's holders and at most the few tasks just ahead of it, however long
+//! the line.
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Store;
 use super::db::{self, err};
 use crate::error::Result;
-use crate::task::{Status, TaskRecord, Token};
+use crate::task::{TaskRecord, Token};
 
 fn what() -> String {
     "cannot count the places of a pool in the store".to_owned()
@@ -23,8 +24,8 @@ pub enum Claim {
     Granted,
     /// It waits.
     Waiting {
-        /// The queued tasks just ahead of it, nearest first: none for the first in line, one for
-        /// the second, two from the third place on.
+        /// The queued tasks just ahead of it, nearest first, at most `WATCHERS`: as many as
+        /// are ahead of it while it is among the first `WATCHERS` in line.
         ahead: Vec<Token>,
         /// The pool's tasks that hold places.
         holders: Vec<Token>,
@@ -33,49 +34,41 @@ pub enum Claim {
     },
 }
 
-/// Where a task of a pool stands (none once it ended): `held` (given a place: `starting`,
-/// `running`, or `queued` by Slurm, which holds its job pending), `resting` (in a rate-limited
-/// run's back-off, with no place and not in line), or `waiting` in line.
-pub(super) fn pool_state(rec: &TaskRecord) -> Option<&'static str> {
-    match rec.status() {
-        _ if rec.ended.is_some() => None,
-        _ if rec.slurm_pending.is_some() => Some("held"),
-        Status::Queued if rec.retry_at_ms.is_some() => Some("resting"),
-        Status::Queued => Some("waiting"),
-        _ => Some("held"),
-    }
-}
+/// How many of a line's first waiters watch its places: a start reads at most that many tasks
+/// ahead of it.
+pub const WATCHERS: usize = 3;
 
-/// Save a record that is not final: `?1` token, `?2` record, `?3` status, `?4` pool state
-/// (kept none for a task of no pool).
-pub(super) const WRITE_RECORD: &str = "UPDATE tasks SET record = ?2, status = ?3, \
-     pool_state = CASE WHEN pool IS NULL THEN NULL ELSE ?4 END WHERE token = ?1 AND ended_at_ms IS NULL";
+/// Save a record that is not final: `?1` token, `?2` record, `?3` status. (Where it stands
+/// in its pool, `pool_state`, follows: the store keeps it, see `db`.)
+pub(super) const WRITE_RECORD: &str =
+    "UPDATE tasks SET record = ?2, status = ?3 WHERE token = ?1 AND ended_at_ms IS NULL";
 
 /// The open tasks of pool `?1` that hold a place: given one (`starting`, `running`), or
 /// `queued` by Slurm, which holds their job pending.
-pub(super) const HOLDERS: &str = "SELECT token FROM tasks WHERE pool = ?1 AND pool_state = 'held'";
+pub(super) const HOLDERS: &str =
+    "SELECT token FROM tasks WHERE pool = ?1 AND pool_state = 'held' AND ended_at_ms IS NULL";
 
 /// Where task `?1` stands, and its place in the order tasks came.
 pub(super) const OWN: &str = "SELECT pool_state, queue_seq FROM tasks WHERE token = ?1";
 
-/// The (at most `?4`) tasks of pool `?1` in line ahead of the one saved `?2`th, but `?3`.
+/// The (at most `?5`) tasks of pool `?1` in line ahead of the one saved `?2`th, but `?3` and `?4`.
 pub(super) const BEFORE: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
-     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 AND token IS NOT ?3 \
-     LIMIT ?4)";
+     WHERE pool = ?1 AND pool_state = 'waiting' AND ended_at_ms IS NULL AND queue_seq < ?2 \
+     AND token IS NOT ?3 AND token IS NOT ?4 LIMIT ?5)";
 
-/// The two tasks of pool `?1` in line just ahead of the one saved `?2`th, nearest first.
+/// The `?3` tasks of pool `?1` in line just ahead of the one saved `?2`th, nearest first.
 pub(super) const AHEAD: &str = "SELECT token FROM tasks \
-     WHERE pool = ?1 AND pool_state = 'waiting' AND queue_seq < ?2 \
-     ORDER BY queue_seq DESC LIMIT 2";
+     WHERE pool = ?1 AND pool_state = 'waiting' AND ended_at_ms IS NULL AND queue_seq < ?2 \
+     ORDER BY queue_seq DESC LIMIT ?3";
 
 /// The (at most `?2`) tasks of pool `?1` that hold a place or wait for one.
 pub(super) const TAKEN: &str = "SELECT count(*) FROM (SELECT 1 FROM tasks \
-     WHERE pool = ?1 AND pool_state IN ('held', 'waiting') LIMIT ?2)";
+     WHERE pool = ?1 AND pool_state IN ('held', 'waiting') AND ended_at_ms IS NULL LIMIT ?2)";
 
 /// The place in line of task `?2` of pool `?1` (0: not in line). Counts the line ahead of
 /// it, through the index alone: for a view, not for a start.
 const PLACE: &str = "SELECT count(*) FROM tasks \
-     WHERE pool = ?1 AND pool_state = 'waiting' \
+     WHERE pool = ?1 AND pool_state = 'waiting' AND ended_at_ms IS NULL \
      AND queue_seq <= (SELECT queue_seq FROM tasks WHERE token = ?2 AND pool_state = 'waiting')";
 
 /// The tokens a statement with `values` lists.
@@ -99,43 +92,35 @@ pub(super) fn full(conn: &Connection, pool: &str, parallel: u32) -> Result<bool>
 
 impl Store {
     /// Take a place in `pool` (at most `parallel` held at once) for the queued task `rec`, if
-    /// one is free and no queued task but `passing` (the first in line, late to take its place)
-    /// is ahead of it; its record says `starting` then.
-    pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32, passing: Option<Token>) -> Result<Claim> {
+    /// one is free and no queued task but those `passing` (late to take a place freed for
+    /// them: at most `WATCHERS - 1`) is ahead of it; its record says `starting` then.
+    pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32, passing: &[Token]) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
         let own: Option<(Option<String>, Option<i64>)> = tx
             .prepare_cached(OWN)
             .and_then(|mut s| s.query_row([rec.token.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .map_err(err(what))?;
-        let Some((Some(_), Some(seq))) = own.filter(|(state, _)| state.as_deref() == Some("waiting")) else {
+        let Some((_, Some(seq))) = own.filter(|(state, _)| state.as_deref() == Some("waiting")) else {
             // Not waiting (it never was, or it has its place already).
             rec.queued = false;
             return Ok(Claim::Granted);
         };
         let holders = tokens(&tx, HOLDERS, [pool])?;
         let free = (parallel as usize).saturating_sub(holders.len());
-        let passing = passing.map(|t| t.as_str().to_owned());
+        let passed = |i: usize| passing.get(i).map(|t| t.as_str().to_owned());
         let before: i64 = tx
             .prepare_cached(BEFORE)
-            .and_then(|mut s| s.query_row(params![pool, seq, passing, free as i64], |r| r.get(0)))
+            .and_then(|mut s| s.query_row(params![pool, seq, passed(0), passed(1), free as i64], |r| r.get(0)))
             .map_err(err(what))?;
         if (before as usize) < free {
             rec.queued = false;
-            tx.execute(
-                WRITE_RECORD,
-                params![
-                    rec.token.as_str(),
-                    serde_json::to_string(rec).unwrap_or_default(),
-                    rec.status().as_str(),
-                    pool_state(rec)
-                ],
-            )
-            .map_err(err(what))?;
+            let text = super::tasks::to_json(rec)?;
+            tx.execute(WRITE_RECORD, params![rec.token.as_str(), text, rec.status().as_str()]).map_err(err(what))?;
             tx.commit().map_err(err(what))?;
             return Ok(Claim::Granted);
         }
-        let ahead = tokens(&tx, AHEAD, params![pool, seq])?;
+        let ahead = tokens(&tx, AHEAD, params![pool, seq, WATCHERS as i64])?;
         Ok(Claim::Waiting { ahead, free: free > 0, holders })
     }
 
@@ -154,7 +139,7 @@ impl Store {
         let mut stmt = conn
             .prepare_cached(
                 "SELECT token, pool, pool_state IS 'waiting' FROM tasks \
-                 WHERE pool_state IS NOT NULL ORDER BY pool, queue_seq",
+                 WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL ORDER BY pool, queue_seq",
             )
             .map_err(err(what))?;
         let open: Vec<(String, String, bool)> = stmt
@@ -235,18 +220,18 @@ mod tests {
     fn costs(line: usize) -> [u64; 4] {
         let (_dir, store, mut tasks) = line_of(line);
         let first = steps(&store, || {
-            assert!(matches!(store.claim(&mut tasks[2], "p", 2, None).unwrap(), Claim::Waiting { .. }))
+            assert!(matches!(store.claim(&mut tasks[2], "p", 2, &[]).unwrap(), Claim::Waiting { .. }))
         });
         let saved = steps(&store, || assert!(save(&store, line + 3, 2).queued));
         let last = line + 2;
         let behind = steps(&store, || {
-            let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[last - 1], "p", 2, None).unwrap() else {
+            let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[last - 1], "p", 2, &[]).unwrap() else {
                 panic!("the last in line has no place")
             };
-            assert_eq!(ahead, [tasks[last - 2].token, tasks[last - 3].token]);
+            assert_eq!(ahead, [tasks[last - 2].token, tasks[last - 3].token, tasks[last - 4].token]);
         });
         store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
-        let taken = steps(&store, || assert_eq!(store.claim(&mut tasks[2], "p", 2, None).unwrap(), Claim::Granted));
+        let taken = steps(&store, || assert_eq!(store.claim(&mut tasks[2], "p", 2, &[]).unwrap(), Claim::Granted));
         [first, saved, behind, taken]
     }
 
@@ -276,75 +261,124 @@ mod tests {
     }
 
     #[test]
-    fn the_line_keeps_its_order_and_a_late_first_can_be_passed() {
-        let (_dir, store, mut tasks) = line_of(3);
+    fn the_line_keeps_its_order_and_late_waiters_can_be_passed() {
+        let (_dir, store, mut tasks) = line_of(4);
         let tokens: Vec<Token> = tasks.iter().map(|t| t.token).collect();
         assert_eq!(store.queue_place(tokens[3], "p").unwrap(), Some(2));
         assert_eq!(store.queue_place(tokens[0], "p").unwrap(), None);
-        let Claim::Waiting { ahead, holders, free } = store.claim(&mut tasks[3], "p", 2, None).unwrap() else {
+        let Claim::Waiting { ahead, holders, free } = store.claim(&mut tasks[3], "p", 2, &[]).unwrap() else {
             panic!("a full pool gave a place")
         };
         assert_eq!((ahead, holders, free), (vec![tokens[2]], vec![tokens[0], tokens[1]], false));
         store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
-        // The place freed is the first in line's: the second waits, unless it passes the first.
-        assert!(matches!(store.claim(&mut tasks[3], "p", 2, None).unwrap(), Claim::Waiting { free: true, .. }));
-        assert_eq!(store.claim(&mut tasks[3], "p", 2, Some(tokens[2])).unwrap(), Claim::Granted);
-        // The one passed keeps its place: first in line still.
-        let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[2], "p", 2, None).unwrap() else {
+        // The place freed is the first in line's: those behind wait, unless they pass those ahead.
+        assert!(matches!(store.claim(&mut tasks[3], "p", 2, &[]).unwrap(), Claim::Waiting { free: true, .. }));
+        assert!(matches!(store.claim(&mut tasks[4], "p", 2, &[tokens[3]]).unwrap(), Claim::Waiting { .. }));
+        assert_eq!(store.claim(&mut tasks[4], "p", 2, &[tokens[3], tokens[2]]).unwrap(), Claim::Granted);
+        // Those passed keep their places: first and second in line still.
+        let Claim::Waiting { ahead, .. } = store.claim(&mut tasks[3], "p", 2, &[]).unwrap() else {
             panic!("no place was free")
         };
-        assert!(ahead.is_empty());
+        assert_eq!(ahead, [tokens[2]]);
         let places = store.open_places().unwrap();
         let waiting: Vec<_> = places.iter().filter_map(|(t, _, p)| p.map(|p| (*t, p))).collect();
-        assert_eq!(waiting, [(tokens[2], 1), (tokens[4], 2)]);
+        assert_eq!(waiting, [(tokens[2], 1), (tokens[3], 2), (tokens[5], 3)]);
+    }
+
+    /// Where the store says task `t` stands.
+    fn state(store: &Store, t: Token) -> Option<String> {
+        let conn = store.db().unwrap();
+        conn.query_row("SELECT pool_state FROM tasks WHERE token = ?1", [t.as_str()], |r| r.get(0)).unwrap()
     }
 
     #[test]
     fn where_a_task_stands_follows_its_record() {
-        let (_dir, _store, tasks) = line_of(0);
+        let (_dir, store, mut tasks) = line_of(1);
         let started = serde_json::json!({ "pid": 2, "supervisor_pid": 1, "at_ms": 5 });
-        for (queued, started, slurm_pending, retry_at_ms, state) in [
-            (true, None, None, None, Some("waiting")),
-            (false, None, None, None, Some("held")),
-            (false, Some(&started), None, None, Some("held")),
+        for (queued, started, slurm_pending, retry_at_ms, want) in [
+            (true, None, None, None, "waiting"),
+            (false, None, None, None, "held"),
+            (false, Some(&started), None, None, "held"),
             // Slurm holds its job pending: queued, with its place.
-            (false, Some(&started), Some("Priority"), None, Some("held")),
+            (false, Some(&started), Some("Priority"), None, "held"),
             // A rate-limited run's back-off, then back in line.
-            (true, Some(&started), None, Some(9), Some("resting")),
-            (true, Some(&started), None, None, Some("waiting")),
+            (true, Some(&started), None, Some(9), "resting"),
+            (true, Some(&started), None, None, "waiting"),
         ] {
-            let mut rec = serde_json::to_value(&tasks[0]).unwrap();
+            let mut rec = serde_json::to_value(&tasks[2]).unwrap();
             rec["queued"] = queued.into();
             rec["started"] = started.cloned().into();
             rec["slurm_pending"] = slurm_pending.into();
             rec["retry_at_ms"] = retry_at_ms.into();
             let rec: TaskRecord = serde_json::from_value(rec).unwrap();
-            assert_eq!(pool_state(&rec), state, "{rec:?}");
+            store.write_record(&rec).unwrap();
+            assert_eq!(state(&store, rec.token).as_deref(), Some(want), "{rec:?}");
         }
+        store.finish(&mut tasks[2], crate::task::Outcome::Completed, None, None, None).unwrap();
+        assert_eq!(state(&store, tasks[2].token), None);
     }
 
     #[test]
-    fn a_store_of_schema_5_learns_where_its_open_tasks_stand() {
-        let (dir, store, tasks) = line_of(2);
+    fn a_record_written_by_an_earlier_release_or_a_tool_moves_its_task_as_any() {
+        let (_dir, store, mut tasks) = line_of(2);
+        let conn = store.db().unwrap();
+        // An earlier release's supervisor takes the place freed, then ends; neither write says
+        // where it stands.
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
+        let mut first = tasks[2].clone();
+        first.queued = false;
+        let text = serde_json::to_string(&first).unwrap();
+        conn.execute(
+            "UPDATE tasks SET record = ?2, status = 'starting' WHERE token = ?1",
+            [first.token.as_str(), &text],
+        )
+        .unwrap();
+        assert_eq!(state(&store, first.token).as_deref(), Some("held"));
+        conn.execute(
+            "UPDATE tasks SET record = ?2, status = 'completed', ended_at_ms = 5 WHERE token = ?1",
+            [first.token.as_str(), &text],
+        )
+        .unwrap();
+        assert_eq!(state(&store, first.token), None);
+        // A tool that marks an ended task as holding a place does not take it.
+        conn.execute("UPDATE tasks SET pool_state = 'held' WHERE token = ?1", [tasks[0].token.as_str()]).unwrap();
+        drop(conn);
+        assert_eq!(store.claim(&mut tasks[3], "p", 2, &[]).unwrap(), Claim::Granted);
+    }
+
+    #[test]
+    fn a_store_of_schema_5_or_6_learns_where_its_open_tasks_stand() {
+        let (dir, store, mut tasks) = line_of(2);
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
         let states = |store: &Store| -> Vec<Option<String>> {
             let conn = store.db().unwrap();
             let mut stmt = conn.prepare("SELECT pool_state FROM tasks ORDER BY queue_seq").unwrap();
             stmt.query_map([], |r| r.get(0)).unwrap().map(|r| r.unwrap()).collect()
         };
         let before = states(&store);
-        assert_eq!(before.iter().flatten().collect::<Vec<_>>(), ["held", "held", "waiting", "waiting"]);
+        assert_eq!(before, [None, Some("held".into()), Some("waiting".into()), Some("waiting".into())]);
         drop(store);
-        rusqlite::Connection::open(db::path(dir.path()))
-            .unwrap()
-            .execute_batch(
-                "DROP INDEX tasks_in_pools; ALTER TABLE tasks DROP COLUMN pool_state; \
-                 CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL; \
-                 PRAGMA user_version = 5;",
-            )
-            .unwrap();
-        let store = Store::open(dir.path()).unwrap();
-        assert_eq!(states(&store), before);
-        let mut first = tasks[2].clone();
-        assert!(matches!(store.claim(&mut first, "p", 2, None).unwrap(), Claim::Waiting { .. }));
+        let undo = "DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
+                    DROP INDEX tasks_in_pools;";
+        for older in [
+            "ALTER TABLE tasks DROP COLUMN pool_state; \
+             CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL; \
+             PRAGMA user_version = 5;",
+            // The end of a task written by a release before it, left as it held a place.
+            "CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, queue_seq) WHERE pool_state IS NOT NULL; \
+             UPDATE tasks SET pool_state = 'held' WHERE ended_at_ms IS NOT NULL; PRAGMA user_version = 6;",
+        ] {
+            let conn = rusqlite::Connection::open(db::path(dir.path())).unwrap();
+            conn.execute_batch(&format!("{undo} {older}")).unwrap();
+            drop(conn);
+            let store = Store::open(dir.path()).unwrap();
+            assert_eq!(states(&store), before, "{older}");
+            // The place the ended task held is free, for the first in line.
+            let mut second = tasks[3].clone();
+            let Claim::Waiting { ahead, free: true, .. } = store.claim(&mut second, "p", 2, &[]).unwrap() else {
+                panic!("the second in line took the place freed for the first")
+            };
+            assert_eq!(ahead, [tasks[2].token]);
+        }
     }
 }

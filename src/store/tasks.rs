@@ -235,8 +235,8 @@ impl Store {
         };
         let saved = TaskRecord { queued, ..rec.clone() };
         tx.execute(
-            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq, pool_state) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks), ?8)",
+            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks))",
             params![
                 saved.token.as_str(),
                 saved.created_at_ms as i64,
@@ -245,7 +245,6 @@ impl Store {
                 to_json(&saved)?,
                 to_json(spec)?,
                 spec.pool.as_ref().map(|p| p.name.as_str()),
-                spec.pool.as_ref().and(super::pools::pool_state(&saved)),
             ],
         )
         .map_err(err(what))?;
@@ -259,11 +258,8 @@ impl Store {
         debug_assert!(rec.ended.is_none(), "final records go through finish");
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
-        conn.execute(
-            super::pools::WRITE_RECORD,
-            params![rec.token.as_str(), to_json(rec)?, rec.status().as_str(), super::pools::pool_state(rec)],
-        )
-        .map_err(err(what))?;
+        conn.execute(super::pools::WRITE_RECORD, params![rec.token.as_str(), to_json(rec)?, rec.status().as_str()])
+            .map_err(err(what))?;
         Ok(())
     }
 

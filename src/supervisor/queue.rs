@@ -87,7 +87,7 @@ pub(super) fn wait_for_place(
             rec.limit_kept = kept;
             store.write_record(rec)?;
         }
-        let (ahead, holders, free) = match store.claim(rec, &pool.name, limit.parallel, passing.take())? {
+        let (ahead, holders, free) = match store.claim(rec, &pool.name, limit.parallel, passing.take().as_slice())? {
             Claim::Granted => {
                 if rec.limit_kept.take().is_some() {
                     store.write_record(rec)?;

@@ -141,6 +141,7 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     h.db()
         .execute_batch(
             "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
+             DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
              DROP INDEX tasks_in_pools; ALTER TABLE tasks DROP COLUMN pool_state; DROP INDEX tasks_by_queue_seq; \
              ALTER TABLE tasks DROP COLUMN pool; \
              ALTER TABLE tasks DROP COLUMN queue_seq; PRAGMA user_version = 1;",
@@ -153,12 +154,13 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let indexes: i64 = db
         .query_row(
             "SELECT count(*) FROM sqlite_master \
-             WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions', 'mcp_tasks', 'tasks_in_pools')",
+             WHERE name IN ('tasks_by_status', 'tasks_by_role', 'questions', 'mcp_tasks', 'tasks_in_pools', \
+             'tasks_pool_state_saved', 'tasks_pool_state_written')",
             [],
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (6, 5));
+    assert_eq!((version, indexes), (7, 7));
 }
 
 #[test]

@@ -253,3 +253,16 @@ fn a_waiting_supervisor_keeps_nothing_of_the_store_open() {
         h.run(&["halt", t, "--grace", "0.2s"], 0);
     }
 }
+
+#[test]
+fn an_ended_task_marked_as_holding_its_place_does_not_take_it() {
+    // As an earlier release's supervisor ending after the upgrade left it, or a tool outside.
+    let h = Home::new();
+    pooled(&h, 1);
+    let (done, _) = ask(&h, "0");
+    h.run_within(Duration::from_secs(30), &["await", &done], 0);
+    h.db().execute("UPDATE tasks SET pool_state = 'held' WHERE token = ?1", [&done]).unwrap();
+    let (next, _) = ask(&h, "0");
+    let v = h.run_within(Duration::from_secs(30), &["--json", "await", &next], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+}
