@@ -101,7 +101,9 @@ impl Store {
             .prepare_cached(OWN)
             .and_then(|mut s| s.query_row([rec.token.as_str()], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .map_err(err(what))?;
-        let Some((_, Some(seq))) = own.filter(|(state, _)| state.as_deref() == Some("waiting")) else {
+        // Still `resting` if the write that ended its back-off failed: it has no place either.
+        let in_line = |state: &Option<String>| matches!(state.as_deref(), Some("waiting" | "resting"));
+        let Some((_, Some(seq))) = own.filter(|(state, _)| in_line(state)) else {
             // Not waiting (it never was, or it has its place already).
             rec.queued = false;
             return Ok(Claim::Granted);
@@ -316,6 +318,21 @@ mod tests {
         }
         store.finish(&mut tasks[2], crate::task::Outcome::Completed, None, None, None).unwrap();
         assert_eq!(state(&store, tasks[2].token), None);
+    }
+
+    #[test]
+    fn a_task_whose_back_off_did_not_end_in_the_store_still_waits_for_its_place() {
+        let (_dir, store, mut tasks) = line_of(0);
+        let mut rec = tasks[1].clone();
+        // Its back-off as saved; the write that ended it failed.
+        rec.retry_at_ms = Some(9);
+        rec.queued = true;
+        store.write_record(&rec).unwrap();
+        rec.retry_at_ms = None;
+        assert!(matches!(store.claim(&mut rec, "p", 1, &[]).unwrap(), Claim::Waiting { free: false, .. }));
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
+        assert_eq!(store.claim(&mut rec, "p", 1, &[]).unwrap(), Claim::Granted);
+        assert_eq!(state(&store, rec.token).as_deref(), Some("held"));
     }
 
     #[test]
