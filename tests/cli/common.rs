@@ -168,10 +168,17 @@ impl Home {
         serde_json::from_str(&text).unwrap()
     }
 
+    /// The pid of task `token`'s supervisor, as it wrote it in the task's lock file (a queued
+    /// task's too: its record names none yet).
+    pub fn supervisor_pid(&self, token: &str) -> i64 {
+        let lock = std::fs::read_to_string(self.path().join("tasks").join(token).join("lock")).unwrap();
+        lock.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("lock file: {lock:?}"))
+    }
+
     /// SIGKILL task `token`'s supervisor and wait until it is gone; its pid.
     #[allow(dead_code, reason = "used by the fault and Slurm suites only")]
     pub fn kill_supervisor(&self, token: &str) -> i64 {
-        let sup = self.record(token)["started"]["supervisor_pid"].as_i64().unwrap();
+        let sup = self.supervisor_pid(token);
         // SAFETY: kill on the supervisor of this test's own task, alive until reaped by init.
         unsafe { libc::kill(sup as i32, libc::SIGKILL) };
         wait_until(Duration::from_secs(10), "the supervisor to die", || !alive(sup));

@@ -93,8 +93,7 @@ fn a_killed_supervisor_running_or_queued_frees_its_place_for_the_next_in_line() 
     let (doomed, _) = ask(&h, "600");
     let (next, _) = ask(&h, "0.2");
     // The waiter ahead of `next` dies first: `next` moves up (it is recorded lost).
-    let queued_sup = std::fs::read_to_string(h.path().join("tasks").join(&doomed).join("lock")).unwrap();
-    kill(queued_sup.split_whitespace().next().unwrap().parse().unwrap());
+    kill(h.supervisor_pid(&doomed));
     wait_until(Duration::from_secs(30), "the dead waiter to be recorded lost", || {
         h.status(&doomed)["status"] == "lost"
     });
@@ -228,7 +227,7 @@ fn an_agents_file_empty_or_without_the_pool_for_a_moment_keeps_the_last_limit_an
 
 /// How many descriptors process `pid` has open on the home's store (`agentctl.db` and its
 /// `-wal` and `-shm`).
-fn store_files_open(pid: i32) -> usize {
+fn store_files_open(pid: i64) -> usize {
     let fds = std::fs::read_dir(format!("/proc/{pid}/fd")).unwrap();
     fds.flatten()
         .filter_map(|e| std::fs::read_link(e.path()).ok())
@@ -245,8 +244,7 @@ fn a_waiting_supervisor_keeps_nothing_of_the_store_open() {
     let (holder, _) = ask(&h, "600");
     let waiting: Vec<String> = (0..3).map(|_| ask(&h, "600").0).collect();
     for t in &waiting {
-        let lock = std::fs::read_to_string(h.path().join("tasks").join(t).join("lock")).unwrap();
-        let pid: i32 = lock.split_whitespace().next().unwrap().parse().unwrap();
+        let pid = h.supervisor_pid(t);
         wait_until(Duration::from_secs(10), "the waiter to close the store", || store_files_open(pid) == 0);
     }
     for t in waiting.iter().chain([&holder]) {

@@ -31,6 +31,7 @@ mod pools;
 mod processes;
 mod raw_mcp;
 mod scale;
+mod stranger;
 mod summary_props;
 mod supervisor_death;
 mod unhaltable;

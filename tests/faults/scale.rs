@@ -14,7 +14,7 @@ const TASKS: usize = 1000;
 const WAITS: u64 = 500;
 
 /// The number of inotify instances process `pid` holds.
-fn inotify_instances(pid: i64) -> usize {
+pub(crate) fn inotify_instances(pid: i64) -> usize {
     let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
     fds.flatten()
         .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify"))
@@ -58,7 +58,8 @@ fn a_thousand_running_tasks_and_five_hundred_waits_hold_one_inotify_instance() {
         assert_eq!(e["text"], format!("for {}", id - 1000), "{msg}");
         answered += 1;
     }
-    assert_eq!(inotify_instances(mcp.server.id() as i64), 1, "the server's waits share one instance");
+    // None if the user's instances were all taken by other processes: it looks at the files then.
+    assert!(inotify_instances(mcp.server.id() as i64) <= 1, "the server's waits share one instance");
     assert_eq!(mcp.close(), Some(0));
 
     // Every task still runs, supervised; then each supervisor is asked to stop its task.

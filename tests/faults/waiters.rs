@@ -7,16 +7,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
-use std::io::Read;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{BIN, alive, check, wait_until};
+use crate::common::{alive, check, wait_until};
+use crate::stranger::Stranger;
 
 /// `wait` CLIs, on each of `SESSIONS` sessions.
 const WAITS_PER_SESSION: usize = 50;
@@ -32,143 +30,6 @@ const FREE: u32 = 16;
 /// Hang guards, not timing claims.
 const LONG: Duration = Duration::from_secs(300);
 const WAIT_ARG: &str = "300s";
-
-/// A user of its own: a uid nobody else uses, a home it owns, and the binary where it can run it.
-struct Stranger {
-    uid: u32,
-    dir: tempfile::TempDir,
-}
-
-impl Stranger {
-    fn new() -> Stranger {
-        let uid = 3_000_000 + std::process::id() % 1_000_000;
-        let dir = tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        fs::create_dir(&bin).unwrap();
-        // The build directory may be closed to other users.
-        if fs::hard_link(BIN, bin.join("agentctl")).is_err() {
-            fs::copy(BIN, bin.join("agentctl")).unwrap();
-        }
-        // Every task runs at once (the default pool runs 16).
-        fs::create_dir_all(dir.path().join("home")).unwrap();
-        fs::write(dir.path().join("home/agents.toml"), "[pools.default]\nparallel = 1000\n").unwrap();
-        fs::create_dir(dir.path().join("out")).unwrap();
-        for p in ["", "home", "home/agents.toml", "out"] {
-            std::os::unix::fs::chown(dir.path().join(p), Some(uid), Some(uid)).unwrap();
-        }
-        for p in ["", "home"] {
-            fs::set_permissions(dir.path().join(p), fs::Permissions::from_mode(0o700)).unwrap();
-        }
-        Stranger { uid, dir }
-    }
-
-    fn out(&self) -> PathBuf {
-        self.dir.path().join("out")
-    }
-
-    /// A command run as this user, in its own directory.
-    fn as_user(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let mut c = Command::new(program);
-        let path = format!("{}:/usr/local/bin:/usr/bin:/bin", self.dir.path().join("bin").display());
-        c.uid(self.uid)
-            .gid(self.uid)
-            .current_dir(self.dir.path())
-            .env_clear()
-            .env("PATH", path)
-            .env("HOME", self.dir.path())
-            .env("XDG_CONFIG_HOME", self.dir.path().join("config"))
-            .stdin(Stdio::null());
-        c
-    }
-
-    /// agentctl with this user's home.
-    fn cmd(&self) -> Command {
-        let mut c = self.as_user(self.dir.path().join("bin/agentctl"));
-        c.arg("--home").arg(self.dir.path().join("home"));
-        c
-    }
-
-    fn run(&self, args: &[&str]) -> Value {
-        check(args, self.cmd().args(args).output().unwrap(), 0).json()
-    }
-
-    /// Take this user's inotify instances, all but `FREE`, for as long as the children live.
-    fn take_instances(&self) -> Vec<Child> {
-        let mut holders = Vec::new();
-        // A process holds as many as its descriptors allow: as many as it takes to reach the
-        // user's limit, however high someone set it.
-        for _ in 0..64 {
-            let (holder, report) = self.hold_instances();
-            holders.push(holder);
-            let (taken, errno, room) = report;
-            assert_eq!(errno, libc::EMFILE, "inotify_init1 failed otherwise than at a limit, after {taken}");
-            if room {
-                // The user's limit stopped it, not the process's.
-                assert!(taken >= FREE, "the user holds {taken} instances at most; the test gives {FREE} back");
-                return holders;
-            }
-        }
-        panic!("64 processes full of inotify instances and still none refused: is the user limit unbounded?")
-    }
-
-    /// A process of this user that takes inotify instances until refused, gives back the last
-    /// `FREE`, and sleeps; what it reported: how many it took, why it stopped, and whether it
-    /// had descriptors left.
-    fn hold_instances(&self) -> (Child, (u32, i32, bool)) {
-        let mut c = self.as_user("sleep");
-        c.arg("600").stdout(Stdio::piped());
-        // SAFETY: between fork and exec, only system calls and a stack buffer.
-        unsafe {
-            c.pre_exec(|| {
-                let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-                lim.rlim_cur = lim.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-                let mut last = [-1i32; FREE as usize];
-                let mut taken = 0u32;
-                let errno = loop {
-                    let fd = libc::inotify_init1(0);
-                    if fd < 0 {
-                        break *libc::__errno_location();
-                    }
-                    last[taken as usize % last.len()] = fd;
-                    taken += 1;
-                };
-                let room = libc::dup(0) >= 0;
-                for fd in last {
-                    libc::close(fd);
-                }
-                let mut report = [0u8; 9];
-                report[..4].copy_from_slice(&taken.to_le_bytes());
-                report[4..8].copy_from_slice(&errno.to_le_bytes());
-                report[8] = u8::from(room);
-                libc::write(1, report.as_ptr().cast(), report.len());
-                Ok(())
-            });
-        }
-        let mut child = c.spawn().unwrap();
-        let mut report = [0u8; 9];
-        child.stdout.take().unwrap().read_exact(&mut report).unwrap();
-        let n = |b: &[u8]| <[u8; 4]>::try_from(b).unwrap();
-        (child, (u32::from_le_bytes(n(&report[..4])), i32::from_le_bytes(n(&report[4..8])), report[8] == 1))
-    }
-}
-
-impl Drop for Stranger {
-    fn drop(&mut self) {
-        // Whatever this user still runs (a failed test's waiters, tasks, instance holders): a
-        // process of the user signals every other one (kill -1), and then execs `true`.
-        let mut c = self.as_user("true");
-        // SAFETY: one system call between fork and exec.
-        unsafe {
-            c.pre_exec(|| {
-                libc::kill(-1, libc::SIGKILL);
-                Ok(())
-            });
-        }
-        let _ = c.status();
-    }
-}
 
 /// Whether process `pid` waits on a watch: its thread that reads an inotify instance, or the
 /// one that looks at the watched files without (`Some(true)`).
@@ -214,7 +75,7 @@ fn a_thousand_waiting_clis_beyond_the_inotify_limit_are_all_answered_each_event_
     crate::needs_root("it runs the waiters as a user of their own");
     let started = Instant::now();
     let u = Stranger::new();
-    let _holders = u.take_instances();
+    let _holders = u.take_instances(FREE);
     let out = u.out();
 
     // The tasks, whose processes ask the lead or read their inbox.
