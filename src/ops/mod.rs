@@ -30,3 +30,4 @@ pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};
 pub use watch::Watch;
+pub(crate) use watch::{LOOK_EVERY, Look};

@@ -5,6 +5,8 @@
 
 mod poll;
 
+pub(crate) use poll::{EVERY as LOOK_EVERY, Look};
+
 use std::collections::HashMap;
 use std::io;
 use std::path::{Path, PathBuf};

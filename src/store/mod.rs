@@ -20,5 +20,5 @@ pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
 pub use mcp_tasks::McpTask;
-pub use pools::Claim;
+pub use pools::{Claim, WATCHERS};
 pub use tasks::{Page, Store};

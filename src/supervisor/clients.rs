@@ -152,7 +152,7 @@ impl Clients {
                 halts.push(grace);
                 true
             }
-            Some(Request::Wait | Request::Queue | Request::Front | Request::Place) => true,
+            Some(Request::Wait | Request::Queue | Request::Front { .. } | Request::Place) => true,
             None => false,
         }
     }

@@ -3,8 +3,8 @@
 //! `wait`        -> `done` once the final record is written (or EOF if the supervisor died)
 //! `queue`       -> `done` once the task is not waiting for a place in its pool any more (it
 //!                  has one, or it ended); at once if it was not waiting
-//! `front`       -> `done` once the task is first in line for a place in its pool, or not
-//!                  waiting any more; at once if it is either
+//! `front [N]`   -> `done` once the task is among the first N (1 if not given) in line for a
+//!                  place in its pool, or not waiting any more; at once if it is either
 //! `place`       -> `done` once the task gives up its place in its pool (it ended, or went back
 //!                  to wait after a rate-limited run); at once if it holds none
 //! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
@@ -23,7 +23,7 @@ use tokio::net::UnixStream;
 pub enum Request {
     Wait,
     Queue,
-    Front,
+    Front { within: u32 },
     Place,
     Halt { grace: Duration },
 }
@@ -34,7 +34,9 @@ impl Request {
         match self {
             Request::Wait => "wait\n".to_owned(),
             Request::Queue => "queue\n".to_owned(),
-            Request::Front => "front\n".to_owned(),
+            // Said as releases before `N` said it, where they understand it.
+            Request::Front { within: 1 } => "front\n".to_owned(),
+            Request::Front { within } => format!("front {within}\n"),
             Request::Place => "place\n".to_owned(),
             Request::Halt { grace } => format!("halt {}\n", grace.as_millis()),
         }
@@ -45,9 +47,10 @@ impl Request {
         match line.trim().split_once(' ') {
             None if line.trim() == "wait" => Some(Request::Wait),
             None if line.trim() == "queue" => Some(Request::Queue),
-            None if line.trim() == "front" => Some(Request::Front),
+            None if line.trim() == "front" => Some(Request::Front { within: 1 }),
             None if line.trim() == "place" => Some(Request::Place),
             Some(("halt", ms)) => ms.parse().ok().map(|ms| Request::Halt { grace: Duration::from_millis(ms) }),
+            Some(("front", n)) => n.parse().ok().map(|within| Request::Front { within }),
             _ => None,
         }
     }
@@ -152,12 +155,14 @@ mod tests {
         for r in [
             Request::Wait,
             Request::Queue,
-            Request::Front,
+            Request::Front { within: 1 },
+            Request::Front { within: 2 },
             Request::Place,
             Request::Halt { grace: Duration::from_millis(5000) },
         ] {
             assert_eq!(Request::parse(r.line().trim_end()), Some(r));
         }
+        assert_eq!(Request::parse("front"), Some(Request::Front { within: 1 }));
         assert_eq!(Request::parse("halt x"), None);
         assert_eq!(Request::parse("nope"), None);
     }

@@ -6,6 +6,7 @@ mod clients;
 pub mod control;
 mod launch;
 mod logwatch;
+mod pool_limit;
 mod queue;
 pub mod reach;
 mod run;

@@ -2,42 +2,46 @@
 //! daemon: it sleeps on sockets, and looks again only when something that can free a place
 //! happens, or move it up to where it watches the places.
 //!
-//! - The first and second in line connect to the control socket of every task holding a place
-//!   (`place`): the answer comes when one gives its place up (it ends, or goes back to wait
-//!   after a rate-limited run), and the connection closes when one's supervisor dies. They
-//!   also watch the agents file's directory: a raised `parallel` lets them, and those behind
-//!   them, start.
-//! - The second also connects to the first (`queue`: the answer comes when it leaves the line).
-//!   A place free that the first does not take within `LATE` (a stopped supervisor cannot) is
-//!   the second's: the first keeps its place in line, and takes the next free place when it
-//!   wakes.
-//! - Every other waiter connects to the waiter just ahead of it (`front`): the answer comes when
-//!   that one is first in line, or leaves the line; the connection closes if it dies.
+//! - The first `WATCHERS` (three) in line connect to the control socket of every task holding a
+//!   place (`place`): the answer comes when one gives its place up (it ends, or goes back to
+//!   wait after a rate-limited run), and the connection closes when one's supervisor dies. They
+//!   also watch the agents file: a raised `parallel` lets them, and those behind them, start.
+//!   And each connects to those ahead of it (`queue`: the answer comes when one leaves the line).
+//! - A place free that those ahead of one do not take within `LATE` each (a stopped supervisor
+//!   cannot) is its own: those passed keep their places in line, and take the next free places
+//!   when they wake.
+//! - Every other waiter connects to the `WATCHERS` waiters just ahead of it, asking each to say
+//!   when this one is among the first `WATCHERS` (`front N`; the farthest, `queue`): any one of
+//!   them alive tells it.
 //!
-//! So one end wakes the first two in line, and each that moves up wakes the one behind it: a
-//! start costs the same at any length of the line. A holder or waiter found dead (its lock
-//! free) is recorded `lost` on the spot, which frees its place. The waiter meanwhile answers
-//! its own clients: `wait`, `queue`, `front`, `place` (it holds none), and `halt`, which ends
-//! it `cancelled` without ever starting the agent.
+//! So one end wakes the first three in line, and each that moves up wakes the few behind it: a
+//! start costs the same at any length of the line. A stopped supervisor anywhere in line, or two
+//! in a row, are passed; three stopped in a row hold the line once they are its first three, until
+//! one wakes or ends. A holder or waiter found dead (its lock free) is recorded `lost` on the
+//! spot, which frees its place; one that closes a request unanswered while alive (an earlier
+//! release that does not know it) is asked a plainer one from then on; and a look that finds
+//! nothing to sleep on is not taken again at once. The waiter meanwhile answers its own
+//! clients: `wait`, `queue`, `front`, `place` (it holds none), and `halt`, which ends it
+//! `cancelled` without ever starting the agent.
 
-use std::io::Write;
+use std::collections::HashMap;
+use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
-use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use nix::sys::signal::Signal;
 use nix::sys::signalfd::SignalFd;
 
 use super::clients::Clients;
 use super::control::{Request, socket_addr};
 use super::launch::report;
-use crate::agents::{Agents, DEFAULT_PARALLEL, DEFAULT_POOL};
+use super::pool_limit::{AgentsFile, Limit};
+use crate::agents::DEFAULT_PARALLEL;
 use crate::error::Result;
-use crate::store::{Claim, FileLock, Store};
-use crate::task::{PoolRef, TaskRecord, TaskSpec, Token};
+use crate::store::{Claim, FileLock, Store, WATCHERS};
+use crate::task::{TaskRecord, TaskSpec, Token};
 
 /// How the wait ended.
 pub(super) enum Waited {
@@ -50,12 +54,17 @@ pub(super) enum Waited {
     Expired,
 }
 
-/// How long to wait before looking again when no one could be watched (their supervisors
-/// were between states: a holder ending, a waiter not listening yet).
+/// The first pause before looking again after a look that found nothing to sleep on (a
+/// supervisor between states: a holder ending, a waiter not listening yet); each such look in a
+/// row doubles it, up to `CALM_MAX`.
 const SETTLE: Duration = Duration::from_millis(20);
 
-/// How long the first in line has to take a place freed for it before the second takes it
-/// instead. Told at the same moment, a first that is alive takes it within milliseconds.
+/// The longest pause between looks that find nothing to sleep on (a store that says an ended
+/// task holds a place, a supervisor that refuses every request): never a loop without one.
+const CALM_MAX: Duration = Duration::from_secs(1);
+
+/// How long each waiter ahead has to take a place freed for it before the one behind takes it
+/// instead. Told at the same moment, a waiter that is alive takes it within milliseconds.
 const LATE: Duration = Duration::from_secs(2);
 
 /// Wait until `rec` has a place in its pool (one saved with its place has it already), or
@@ -71,11 +80,24 @@ pub(super) fn wait_for_place(
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
     let mut limit = Limit { parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL) };
-    let mut first = false;
-    // The first in line while a place is free for it, and when it is late to take it.
-    let mut late: Option<(Token, Instant)> = None;
-    let mut passing = None;
+    // Watched from when it is among the first in line, before each read of the limit.
+    let mut agents: Option<AgentsFile> = None;
+    // Those ahead of it while a place is free that they have not taken, and when they are late.
+    let mut late: Option<(Vec<Token>, Instant)> = None;
+    let mut passing = Vec::new();
+    // Supervisors that closed a request unanswered while alive: what to ask them instead.
+    let mut plainer: HashMap<Token, Request> = HashMap::new();
+    let mut calm = Calm::default();
+    // Its place in line, while it is among the first `WATCHERS`.
+    let mut place = None;
     loop {
+        if let Some(pause) = calm.pause() {
+            tell(&mut told);
+            let until = Some(Instant::now() + pause);
+            if let Slept::Halted(why) = sleep_on(&[], None, signals, clients, place, until) {
+                return Ok(Waited::Halted(why));
+            }
+        }
         if deadline.is_some_and(|d| Instant::now() >= d) {
             return Ok(Waited::Expired);
         }
@@ -87,112 +109,150 @@ pub(super) fn wait_for_place(
             rec.limit_kept = kept;
             store.write_record(rec)?;
         }
-        let (ahead, holders, free) = match store.claim(rec, &pool.name, limit.parallel, passing.take().as_slice())? {
-            Claim::Granted => {
-                if rec.limit_kept.take().is_some() {
-                    store.write_record(rec)?;
+        let (ahead, holders, free) =
+            match store.claim(rec, &pool.name, limit.parallel, &std::mem::take(&mut passing))? {
+                Claim::Granted => {
+                    if rec.limit_kept.take().is_some() {
+                        store.write_record(rec)?;
+                    }
+                    clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front { .. })));
+                    return Ok(Waited::Placed);
                 }
-                clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front)));
-                return Ok(Waited::Placed);
-            }
-            Claim::Waiting { ahead, holders, free } => (ahead, holders, free),
-        };
-        // Moved up to the front: the one behind it now watches the places too.
-        if ahead.is_empty() && !first {
-            clients.answer(|want| want == Some(Request::Front));
+                Claim::Waiting { ahead, holders, free } => (ahead, holders, free),
+            };
+        let now_at = (ahead.len() < WATCHERS).then_some(ahead.len() + 1);
+        if now_at != place {
+            // Moved up: those behind it that asked to hear it do.
+            place = now_at;
+            clients.answer(|want| reached(want, place));
         }
-        first = ahead.is_empty();
-        late = match (ahead.as_slice(), free) {
-            (&[one], true) => Some(late.filter(|&(t, _)| t == one).unwrap_or((one, Instant::now() + LATE))),
+        if place.is_some()
+            && agents.is_none()
+            && let Some(file) = pool.agents_file.as_deref()
+        {
+            // Watched first, then read again: a change in between is not missed.
+            agents = Some(AgentsFile::watch(file));
+            continue;
+        }
+        late = match (place, free) {
+            (Some(p), true) if p > 1 => {
+                let by = Instant::now() + LATE * (p as u32 - 1);
+                Some(late.filter(|(was, _)| *was == ahead).unwrap_or((ahead.clone(), by)))
+            }
             _ => None,
         };
-        if let Some((t, at)) = late
-            && Instant::now() >= at
-        {
-            // Its place is free, and it has not taken it: this one goes first, once.
-            (passing, late) = (Some(t), None);
+        if late.as_ref().is_some_and(|&(_, at)| Instant::now() >= at) {
+            // A place is free, and those ahead have not taken it in time: this one goes first, once.
+            (passing, late) = (ahead, None);
             continue;
         }
+        let watched = watches(place.is_some(), &ahead, &holders, &plainer);
+        plainer.retain(|t, _| watched.iter().any(|&(w, _)| w == *t));
         // The ones it waits on must be alive: a dead one is recorded lost, freeing its place.
-        let watches_places = ahead.len() < 2;
-        let mut watched: Vec<(Token, Request)> = match ahead.as_slice() {
-            [] => Vec::new(),
-            &[one] => vec![(one, Request::Queue)],
-            &[next, ..] => vec![(next, Request::Front)],
-        };
-        if watches_places {
-            watched.extend(holders.iter().map(|&t| (t, Request::Place)));
-        }
         let dead: Vec<Token> = watched.iter().map(|&(t, _)| t).filter(|&t| gone(store, t)).collect();
         if !dead.is_empty() {
-            let mut recorded = true;
             for t in dead {
-                recorded &= crate::ops::refresh(store, t).is_ok_and(|r| r.status().is_final());
+                // Not again at once, should its end not be written (a full disk, say), or the
+                // store say an ended task holds a place.
+                let _ = crate::ops::refresh(store, t);
             }
-            if !recorded {
-                // Its end could not be written (a full disk, say): not again at once.
-                std::thread::sleep(SETTLE);
-            }
+            calm.more();
             continue;
         }
-        if !told {
-            report("queued");
-            if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
-                let _ = nix::unistd::dup2_stdout(null);
-            }
-            told = true;
-        }
-        let streams: Vec<UnixStream> = watched.iter().filter_map(|&(t, request)| connect(store, t, request)).collect();
-        if streams.len() < watched.len() {
+        tell(&mut told);
+        let connected: Option<Vec<UnixStream>> = watched.iter().map(|&(t, asked)| connect(store, t, asked)).collect();
+        let Some(streams) = connected else {
             // One of them was ending as we looked (its socket gone): look again, soon, rather
             // than sleep on the others while its place stays free.
-            std::thread::sleep(SETTLE);
+            calm.more();
             continue;
-        }
-        // Those that watch the places also wake when the agents file changes: a raised `parallel`.
-        let file = if watches_places { pool.agents_file.as_deref().and_then(watch_file) } else { None };
-        let name = pool.agents_file.as_deref().and_then(Path::file_name);
+        };
         // Thousands may wait: none keeps the store open (its locks) or memory it does not need.
         store.close_db();
         trim_heap();
-        let until = [late.map(|(_, at)| at), deadline].into_iter().flatten().min();
-        if let Some(why) = sleep_on(&streams, file.as_ref().zip(name), signals, clients, first, until) {
-            return Ok(Waited::Halted(why));
+        let until = [late.as_ref().map(|&(_, at)| at), deadline].into_iter().flatten().min();
+        match sleep_on(&streams, agents.as_mut(), signals, clients, place, until) {
+            Slept::Halted(why) => return Ok(Waited::Halted(why)),
+            Slept::Woke { closed } if closed.is_empty() => calm = Calm::default(),
+            Slept::Woke { closed } => {
+                for (t, asked) in closed.into_iter().map(|i| watched[i]) {
+                    if !gone(store, t) {
+                        plainer.insert(t, asked.plainer());
+                    }
+                }
+                calm.more();
+            }
         }
     }
 }
 
-/// The pool's limit as last read from the agents file.
-struct Limit {
-    parallel: u32,
+/// What to ask of whom. Among the first in line: of each waiter ahead, when it leaves the
+/// line, and of each holder, when it gives its place up. Further back: of each of the
+/// `WATCHERS` ahead, when this one is among the first `WATCHERS` (the `i`th ahead is then
+/// among the first `WATCHERS - 1 - i`; the farthest, out of the line). Asked plainer where one
+/// refused.
+fn watches(
+    among_first: bool,
+    ahead: &[Token],
+    holders: &[Token],
+    plainer: &HashMap<Token, Request>,
+) -> Vec<(Token, Request)> {
+    let asked: Vec<(Token, Request)> = if among_first {
+        let waiters = ahead.iter().map(|&t| (t, Request::Queue));
+        waiters.chain(holders.iter().map(|&t| (t, Request::Place))).collect()
+    } else {
+        let within = |i: usize| WATCHERS.saturating_sub(1 + i) as u32;
+        let ask = |i: usize| if within(i) == 0 { Request::Queue } else { Request::Front { within: within(i) } };
+        ahead.iter().enumerate().map(|(i, &t)| (t, ask(i))).collect()
+    };
+    asked.into_iter().map(|(t, r)| (t, plainer.get(&t).copied().unwrap_or(r))).collect()
 }
 
-impl Limit {
-    /// Read the limit again (a changed `parallel` counts from the next look). A file that
-    /// cannot be read now, or has no section for the pool (an editor saving it in place leaves
-    /// it empty for a moment), leaves the last limit read: why, then.
-    fn read(&mut self, store: &Store, pool: &PoolRef) -> Option<String> {
-        let name = &pool.name;
-        let why = match Agents::load(store.home(), pool.agents_file.as_deref()) {
-            Ok(agents) => match agents.defined_parallel(name) {
-                Some(n) => {
-                    self.parallel = n;
-                    return None;
-                }
-                // No section is the default pool's own limit, unless one said otherwise.
-                None if name == DEFAULT_POOL && self.parallel == DEFAULT_PARALLEL => return None,
-                None => match agents.path() {
-                    Some(file) if agents.is_empty() => format!("agents file {} is empty now", file.display()),
-                    Some(file) => format!("agents file {} has no [pools.{name}] now", file.display()),
-                    None => "no agents file is found now".to_owned(),
-                },
-            },
-            Err(e) => e.to_string(),
-        };
-        Some(format!(
-            "{why}: pool `{name}` keeps its last limit, parallel = {}, until the file defines [pools.{name}] again",
-            self.parallel
-        ))
+impl Request {
+    /// What an earlier release that closed this request unanswered understands instead:
+    /// `queue` (every release with pools), then `wait` (every release).
+    fn plainer(self) -> Request {
+        match self {
+            Request::Front { .. } => Request::Queue,
+            Request::Queue | Request::Place => Request::Wait,
+            other => other,
+        }
+    }
+}
+
+/// Whether a client asking `want` is answered by a waiter at `place` in line (if known).
+fn reached(want: Option<Request>, place: Option<usize>) -> bool {
+    matches!((want, place), (Some(Request::Front { within }), Some(p)) if p <= within as usize)
+}
+
+/// The pause before the next look, after looks in a row that found nothing to sleep on.
+#[derive(Default)]
+struct Calm {
+    next: Option<Duration>,
+    last: Duration,
+}
+
+impl Calm {
+    /// The look found nothing to sleep on: pause before the next, longer than last time.
+    fn more(&mut self) {
+        self.last = if self.last.is_zero() { SETTLE } else { (self.last * 2).min(CALM_MAX) };
+        self.next = Some(self.last);
+    }
+
+    /// The pause due before this look, if any.
+    fn pause(&mut self) -> Option<Duration> {
+        self.next.take()
+    }
+}
+
+/// Tell the launcher the task waits (once), and leave it.
+fn tell(told: &mut bool) {
+    if !*told {
+        report("queued");
+        if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
+            let _ = nix::unistd::dup2_stdout(null);
+        }
+        *told = true;
     }
 }
 
@@ -218,43 +278,61 @@ fn connect(store: &Store, t: Token, request: Request) -> Option<UnixStream> {
     Some(stream)
 }
 
-/// An inotify watch on the directory of `file` (editors replace files rather than write them),
-/// if one can be had.
-fn watch_file(file: &Path) -> Option<Inotify> {
-    let dir = file.parent()?;
-    let inotify = Inotify::init(InitFlags::IN_CLOEXEC | InitFlags::IN_NONBLOCK).ok()?;
-    let mask = AddWatchFlags::IN_CLOSE_WRITE | AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_CREATE;
-    inotify.add_watch(dir, mask).ok()?;
-    Some(inotify)
+/// How a sleep ended.
+enum Slept {
+    /// Something came: an answer or the end of a watched connection (those that closed
+    /// unanswered, by index), a change to the agents file, or the time given.
+    Woke { closed: Vec<usize> },
+    /// A halt or a stop signal came: why.
+    Halted(String),
 }
 
-/// Sleep until a watched connection has something (an answer, or its end), the watched
-/// agents file's directory changes, or `until`, serving clients meanwhile (`front`: this one is
-/// first in line). `Some(why)` when a halt or a stop signal came instead.
+/// What came on a watched connection.
+#[derive(PartialEq, Eq)]
+enum Heard {
+    Answered,
+    Closed,
+}
+
+/// Read what a watched connection that polled ready has.
+fn hear(stream: &UnixStream) -> Heard {
+    let mut buf = [0u8; 64];
+    let _ = stream.set_nonblocking(true);
+    match (&*stream).read(&mut buf) {
+        Ok(n) if n > 0 => Heard::Answered,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Heard::Answered,
+        _ => Heard::Closed,
+    }
+}
+
+/// Sleep until a watched connection has something (an answer, or its end), the agents file
+/// changes, or `until`, serving clients meanwhile (as a waiter at `place` in line, if known).
 fn sleep_on(
     streams: &[UnixStream],
-    file: Option<(&Inotify, &std::ffi::OsStr)>,
+    mut agents: Option<&mut AgentsFile>,
     signals: &SignalFd,
     clients: &mut Clients,
-    front: bool,
+    place: Option<usize>,
     until: Option<Instant>,
-) -> Option<String> {
+) -> Slept {
     loop {
-        // A waiter holds no place, and the first is at the front: either is answered at once.
-        clients.answer(|want| want == Some(Request::Place) || (front && want == Some(Request::Front)));
+        // A waiter holds no place: asked, it says so at once.
+        clients.answer(|want| want == Some(Request::Place) || reached(want, place));
         let now = Instant::now();
         if until.is_some_and(|t| now >= t) {
-            return None;
+            return Slept::Woke { closed: Vec::new() };
         }
-        let timeout = [clients.wake_at(), until].into_iter().flatten().min().map_or(PollTimeout::NONE, |t| {
+        let look_at = agents.as_ref().and_then(|a| a.look_at());
+        let timeout = [clients.wake_at(), until, look_at].into_iter().flatten().min().map_or(PollTimeout::NONE, |t| {
             // Rounded up, so that a timer is never found not yet due on waking.
             let ms = t.saturating_duration_since(now).as_micros().div_ceil(1000).min(60_000) as u16;
             PollTimeout::from(ms)
         });
-        let (answered, changed, signalled, served): (bool, bool, bool, Vec<bool>) = {
+        let (heard, file_ready, signalled, served): (Vec<Option<Heard>>, bool, bool, Vec<bool>) = {
+            let file = agents.as_ref().and_then(|a| a.fd());
             let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
             fds.extend(streams.iter().map(|s| PollFd::new(s.as_fd(), PollFlags::POLLIN)));
-            fds.extend(file.map(|(f, _)| PollFd::new(f.as_fd(), PollFlags::POLLIN)));
+            fds.extend(file.map(|f| PollFd::new(f, PollFlags::POLLIN)));
             fds.extend(clients.poll_fds());
             if poll(&mut fds, timeout).is_err() {
                 continue;
@@ -262,26 +340,23 @@ fn sleep_on(
             let ready: Vec<bool> = fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect();
             let n = streams.len();
             let watched = n + usize::from(file.is_some());
-            (ready[1..=n].iter().any(|&r| r), file.is_some() && ready[watched], ready[0], ready[watched + 1..].to_vec())
+            let heard = streams.iter().zip(&ready[1..=n]).map(|(s, &r)| r.then(|| hear(s))).collect();
+            (heard, file.is_some() && ready[watched], ready[0], ready[watched + 1..].to_vec())
         };
-        // Other files of that directory (the store's, say) change all the time: only the
-        // agents file counts.
-        let changed = changed
-            && file.is_some_and(|(f, name)| {
-                f.read_events().is_ok_and(|events| events.iter().any(|e| e.name.as_deref() == Some(name)))
-            });
+        let changed = agents.as_mut().is_some_and(|a| a.changed(file_ready));
         if signalled {
             while let Ok(Some(info)) = signals.read_signal() {
                 if let Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) = Signal::try_from(info.ssi_signo as i32) {
-                    return Some(format!("the supervisor received {s} while the task waited for a place"));
+                    return Slept::Halted(format!("the supervisor received {s} while the task waited for a place"));
                 }
             }
         }
         if !clients.serve(&served).is_empty() {
-            return Some("halted while it waited for a place; it never ran".to_owned());
+            return Slept::Halted("halted while it waited for a place; it never ran".to_owned());
         }
-        if answered || changed {
-            return None;
+        if changed || heard.iter().any(Option::is_some) {
+            let closed = heard.iter().enumerate().filter(|(_, h)| **h == Some(Heard::Closed)).map(|(i, _)| i);
+            return Slept::Woke { closed: closed.collect() };
         }
     }
 }

@@ -653,7 +653,7 @@ impl Supervisor {
             self.begin_stop(StopReason::Halted, grace);
         }
         // It has its place: whoever waits behind it in the queue looks again.
-        self.clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front)));
+        self.clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front { .. })));
     }
 
     fn on_signals(&mut self) {

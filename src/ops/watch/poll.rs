@@ -18,7 +18,7 @@ use super::lock;
 
 /// How often the paths are looked at: a thousand idle `wait` CLIs (a bell and a directory each)
 /// cost 8% of one core of a small virtual machine, a debug build's 17%.
-pub(super) const EVERY: Duration = Duration::from_millis(500);
+pub(crate) const EVERY: Duration = Duration::from_millis(500);
 
 /// How soon after a change a look may be for a later change to leave no trace in the metadata:
 /// a write in the same tick of the file system's clock leaves the times as they were, and a
@@ -126,7 +126,7 @@ impl Poller {
 
 /// What a look at a path found.
 #[derive(Debug, PartialEq, Eq)]
-struct Look {
+pub(crate) struct Look {
     /// `None`: the path is gone (or cannot be read).
     this: Option<Meta>,
     /// A directory's entries, by name.
@@ -135,7 +135,7 @@ struct Look {
 
 impl Look {
     /// Look at `path` now; and whether a change made after this might not show in the look.
-    fn take(path: &Path) -> (Look, bool) {
+    pub(crate) fn take(path: &Path) -> (Look, bool) {
         // Read before looking: a time stamp written after that is at least this.
         let now = SystemTime::now();
         let this = fs::metadata(path).ok();
