@@ -10,8 +10,10 @@ mod legacy;
 mod lock;
 pub mod logfile;
 mod mcp_tasks;
+mod pages;
 mod pools;
 mod questions;
+mod schema;
 mod tasks;
 
 pub use atomic::{Durability, write_atomic};
@@ -20,5 +22,6 @@ pub use files::Refused;
 pub use home::resolve_home;
 pub use lock::FileLock;
 pub use mcp_tasks::McpTask;
+pub use pages::Page;
 pub use pools::{Claim, WATCHERS};
-pub use tasks::{Page, Store};
+pub use tasks::Store;
