@@ -95,6 +95,7 @@ fn a_stopped_first_in_line_is_passed_and_takes_the_next_place_when_it_wakes() {
     let freed = h.record(&holder)["ended"]["at_ms"].as_u64().unwrap();
     let started = h.record(&waiting[1])["started"]["at_ms"].as_u64().unwrap();
     assert!(started >= freed + 1500, "passed {} ms after the place came free", started.saturating_sub(freed));
+    eprintln!("a stopped first was passed {} ms after the place came free", started - freed);
     // The one passed keeps its place in line, ahead of the third.
     assert!(summary(&h, &waiting[0]).contains("place 1 in line"), "{}", summary(&h, &waiting[0]));
     assert!(summary(&h, &waiting[2]).contains("place 2 in line"), "{}", summary(&h, &waiting[2]));
@@ -147,6 +148,7 @@ fn two_stopped_waiters_in_a_row_are_passed_after_their_time_each() {
     let freed = h.record(&waiting[0])["ended"]["at_ms"].as_u64().unwrap();
     let started = h.record(&waiting[3])["started"]["at_ms"].as_u64().unwrap();
     assert!(started >= freed + 3500, "passed two {} ms after the place came free", started.saturating_sub(freed));
+    eprintln!("two stopped in a row were passed {} ms after the place came free", started - freed);
     completed(&h, &waiting[3]);
     completed(&h, &waiting[4]);
     for t in &waiting[1..3] {
