@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
 
 use super::cgroup;
-use super::unix::{descendants, is_supervisor, stat_fields};
+use super::unix::{descendants, is_supervisor, pidfd_send, stat_fields};
 use crate::task::{Containment, SupervisorId, TaskCgroup, Token};
 
 /// This process, as the supervisor it is about to be.
@@ -217,8 +217,7 @@ fn signal_task(owner: Owner, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) 
         let Some(fd) = pidfd_if(pid, |p| still_the_tasks(owner, pid, start, p)) else { continue };
         let mut denied = false;
         for &sig in signals {
-            let sig = rustix::process::Signal::from_named_raw(sig as i32).expect("a named signal");
-            denied |= pidfd_send_signal(&fd, sig) == Err(rustix::io::Errno::PERM);
+            denied |= pidfd_send(&fd, sig) == Err(rustix::io::Errno::PERM);
         }
         if denied { refused.push(pid) } else { signalled.push((pid, start)) }
     }

@@ -9,9 +9,9 @@ use std::os::fd::{AsFd, OwnedFd};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use rustix::io::Errno;
-use rustix::process::pidfd_send_signal;
 
 use super::reach::left_cgroup;
+use super::unix::pidfd_send;
 use crate::task::{SupervisorId, TaskCgroup};
 
 /// The task's processes found outside its cgroup so far.
@@ -42,8 +42,7 @@ impl Strays {
         }
         for (pid, fd) in self.held.iter().filter(|(_, fd)| runs(fd)) {
             for &sig in sigs {
-                let sig = rustix::process::Signal::from_named_raw(sig as i32).expect("a named signal");
-                if pidfd_send_signal(fd, sig) == Err(Errno::PERM) && !self.refused.contains(pid) {
+                if pidfd_send(fd, sig) == Err(Errno::PERM) && !self.refused.contains(pid) {
                     self.refused.push(*pid);
                 }
             }

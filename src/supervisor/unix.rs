@@ -141,6 +141,12 @@ pub fn signal_pid(pid: Pid, sig: Signal) {
     }
 }
 
+/// Send `sig` through pidfd `fd`: to the process it was opened on, or to none.
+pub fn pidfd_send(fd: impl std::os::fd::AsFd, sig: Signal) -> rustix::io::Result<()> {
+    let sig = rustix::process::Signal::from_named_raw(sig as i32).expect("a named signal");
+    rustix::process::pidfd_send_signal(fd, sig)
+}
+
 /// Close every descriptor from `from` up, so nothing the launcher held reaches the agent.
 pub fn close_fds_from(from: i32) {
     // SAFETY: close_range only closes descriptors; none of those above `from` are in use yet.

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
-use rustix::process::{PidfdFlags, pidfd_open, pidfd_send_signal};
+use rustix::process::{PidfdFlags, pidfd_open};
 
 use super::make::{TASKS_DIR, is_task_name, remove_tree, write_to};
+use crate::supervisor::unix::pidfd_send;
 use crate::task::{Bytes, Limits, TaskCgroup, Token};
 
 /// The `cgroup.procs` files of `cg`, open for the agent to join them before it executes.
@@ -59,16 +60,14 @@ pub fn populated(cg: &TaskCgroup) -> bool {
 /// Send `sigs`, in order, to every process of the cgroup, each through a pidfd opened while it
 /// is known to be there: a pid reused meanwhile is never signalled.
 pub fn signal_all(cg: &TaskCgroup, sigs: &[Signal]) {
-    let sigs: Vec<_> =
-        sigs.iter().map(|&s| rustix::process::Signal::from_named_raw(s as i32).expect("a named signal")).collect();
     // One walk and one membership look per process, whatever the signals.
     for pid in procs(cg) {
         let Some(p) = rustix::process::Pid::from_raw(pid) else { continue };
         if let Ok(fd) = pidfd_open(p, PidfdFlags::empty())
             && contains(cg, pid)
         {
-            for &sig in &sigs {
-                let _ = pidfd_send_signal(&fd, sig);
+            for &sig in sigs {
+                let _ = pidfd_send(&fd, sig);
             }
         }
     }
