@@ -58,13 +58,21 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
                 (None, false) => " before it recorded that the agent started",
             };
             match reach::end_lost(id, token, cgroup.as_ref()) {
-                Some(reached) if cgroup.is_some() => format!("the supervisor died{when}; {}", reached.describe()),
+                // Whatever left its cgroup is looked for in its session only: below its dead
+                // supervisor nothing is left.
+                Some(reached) if cgroup.is_some() => {
+                    format!("the supervisor died{when}; {}; {}", reached.describe(), reach::untraced(false))
+                }
                 Some(reached) => format!("the supervisor died{when}; {}; {untraced}", reached.describe()),
                 None => format!("the supervisor died{when}, before the machine restarted: nothing of it can still run"),
             }
         }
         // No id (its /proc could not be read): its cgroup, if it wrote one, still says it all.
-        (None, _, Some(cg)) => format!("the supervisor died; {}", reach::end_cgroup(cg).describe()),
+        (None, _, Some(cg)) => format!(
+            "the supervisor died; {}; it left no trace of its session: processes that left its cgroup could not be \
+             traced",
+            reach::end_cgroup(cg).describe()
+        ),
         (None, None, None) => "the supervisor died before it started the agent".to_owned(),
         (None, Some(_), None) => format!("the supervisor died; it left no trace of its session: {untraced}"),
     };
@@ -319,6 +327,9 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
              agentctl ended the task itself: {}, then its supervisor",
             reached.describe()
         );
+        if reached.outside > 0 {
+            note.push_str(&format!("; {}", reach::untraced(true)));
+        }
         // Its srun went with the rest; the job it submitted goes by its id.
         if let Some(job) = written.slurm_job {
             let store = store.clone();

@@ -102,18 +102,10 @@ impl Reached {
             s.push_str(" (its cgroup)");
         }
         if self.outside > 0 {
-            s.push_str(&format!(
-                "; ended {} process(es) that had left its cgroup, found in its session or below its supervisor \
-                 (what left both and was not below its supervisor could not be traced)",
-                self.outside
-            ));
+            s.push_str(&format!("; ended {} process(es) that had left its cgroup", self.outside));
         }
         if !self.refused.is_empty() {
-            s.push_str(&format!(
-                "; {} could not be ended (they run as another user, pids {:?}): end them as that user",
-                self.refused.len(),
-                self.refused
-            ));
+            s.push_str(&format!("; {}", refused_clause(&self.refused)));
         }
         if self.lingering > 0 {
             s.push_str(&format!(
@@ -131,6 +123,22 @@ impl Reached {
             ));
         }
         s
+    }
+}
+
+/// A clause for a note on processes `pids` a signal was refused for.
+pub fn refused_clause(pids: &[i32]) -> String {
+    format!("{} could not be ended (another user's: pids {pids:?}); end them as that user", pids.len())
+}
+
+/// What no look for a task's processes outside its cgroup can find, for a note: those that
+/// left its session too, and (while its supervisor `lives`, whose descendants are looked at
+/// as well) are not below it.
+pub fn untraced(lives: bool) -> &'static str {
+    if lives {
+        "processes that left both its cgroup and its session, and were not below its supervisor, could not be traced"
+    } else {
+        "processes that left both its cgroup and its session could not be traced"
     }
 }
 
@@ -182,10 +190,8 @@ fn task_processes(owner: Owner) -> Vec<(i32, u64)> {
 /// (moved out of it), each held through a pidfd opened while it was checked to be the one found
 /// there: its descendants and the members of its session.
 pub fn left_cgroup(id: SupervisorId, cg: &TaskCgroup) -> Vec<(i32, OwnedFd)> {
-    task_processes(Owner::Alive(id))
+    outside(Owner::Alive(id), Some(cg))
         .into_iter()
-        // Looked at before the pidfd's check: if that passes, it was looked at in the same process.
-        .filter(|&(pid, _)| !cgroup::contains(cg, pid))
         .filter_map(|(pid, start)| Some((pid, pidfd_if(pid, |p| p.start == start && p.state != 'Z')?)))
         .collect()
 }
@@ -209,11 +215,22 @@ fn carries_token(pid: i32, token: Token) -> bool {
         .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == want.as_bytes()))
 }
 
-/// Send `signals` to every process of the task; the processes signalled (pid, start time) and
-/// those that refused (pids).
-fn signal_task(owner: Owner, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) {
+/// The task's processes as `task_processes` finds them, but for those in its cgroup `cg` (which
+/// `cgroup.kill` ends, or which are still dying of it).
+fn outside(owner: Owner, cg: Option<&TaskCgroup>) -> Vec<(i32, u64)> {
+    let mut found = task_processes(owner);
+    if let Some(cg) = cg {
+        // Looked at before the pidfd's check: if that passes, it was looked at in the same process.
+        found.retain(|&(pid, _)| !cgroup::contains(cg, pid));
+    }
+    found
+}
+
+/// Send `signals` to every process of the task outside `cg`; the processes signalled (pid,
+/// start time) and those that refused (pids).
+fn signal_task(owner: Owner, cg: Option<&TaskCgroup>, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) {
     let (mut signalled, mut refused) = (Vec::new(), Vec::new());
-    for (pid, start) in task_processes(owner) {
+    for (pid, start) in outside(owner, cg) {
         let Some(fd) = pidfd_if(pid, |p| still_the_tasks(owner, pid, start, p)) else { continue };
         let mut denied = false;
         for &sig in signals {
@@ -224,22 +241,22 @@ fn signal_task(owner: Owner, signals: &[Signal]) -> (Vec<(i32, u64)>, Vec<i32>) 
     (signalled, refused)
 }
 
-/// SIGKILL every process of the task until none is left (each pass catches what the last one's
-/// victims forked), for at most a second.
-fn kill_task(owner: Owner) -> Reached {
+/// SIGKILL every process of the task outside its cgroup `cg` (all, without one) until none is
+/// left (each pass catches what the last one's victims forked), for at most a second.
+fn kill_task(owner: Owner, cg: Option<&TaskCgroup>) -> Reached {
     let give_up = Instant::now() + Duration::from_secs(1);
     let mut ended = HashSet::new();
     let mut refused = Vec::new();
     loop {
         // Stopped first, so that none can fork while the others are killed.
-        signal_task(owner, &[Signal::SIGSTOP]);
-        let (signalled, denied) = signal_task(owner, &[Signal::SIGKILL]);
+        signal_task(owner, cg, &[Signal::SIGSTOP]);
+        let (signalled, denied) = signal_task(owner, cg, &[Signal::SIGKILL]);
         refused.extend(denied.into_iter().filter(|p| !refused.contains(p)).collect::<Vec<_>>());
         let before = ended.len();
         ended.extend(signalled);
         if ended.len() == before || Instant::now() >= give_up {
             let unproven = match owner {
-                Owner::Dead(id, _) => task_processes(owner)
+                Owner::Dead(id, _) => outside(owner, cg)
                     .into_iter()
                     .filter(|p| !ended.contains(p) && p.1 >= id.start && !refused.contains(&p.0))
                     .map(|(pid, _)| pid)
@@ -257,8 +274,8 @@ fn kill_task(owner: Owner) -> Reached {
 /// restarted since: nothing of the task can be running, and its numbers mean other things now.
 pub fn end_lost(id: SupervisorId, token: Token, cgroup: Option<&TaskCgroup>) -> Option<Reached> {
     (boot_id() == Some(id.boot)).then(|| match cgroup {
-        Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Dead(id, token))),
-        None => kill_task(Owner::Dead(id, token)),
+        Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Dead(id, token), Some(cg))),
+        None => kill_task(Owner::Dead(id, token), None),
     })
 }
 
@@ -323,8 +340,8 @@ impl Stopped {
     /// signalled.
     pub fn kill_all(self) -> Reached {
         let reached = match &self.cgroup {
-            Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Alive(self.id))),
-            None => kill_task(Owner::Alive(self.id)),
+            Some(cg) => end_cgroup(cg).and_outside(kill_task(Owner::Alive(self.id), Some(cg))),
+            None => kill_task(Owner::Alive(self.id), None),
         };
         let _ = pidfd_send_signal(&self.fd, rustix::process::Signal::KILL);
         reached

@@ -10,7 +10,7 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use rustix::io::Errno;
 
-use super::reach::left_cgroup;
+use super::reach::{left_cgroup, refused_clause, untraced};
 use super::unix::pidfd_send;
 use crate::task::{SupervisorId, TaskCgroup};
 
@@ -72,23 +72,20 @@ impl Strays {
             return None;
         }
         let pids: Vec<i32> = self.held.iter().map(|(p, _)| *p).collect();
-        let mut s = format!("{} process(es) had left the task's cgroup (pids {pids:?})", pids.len());
+        let mut s = format!(
+            "{} process(es) had left the task's cgroup (pids {pids:?}, found below its supervisor or in its session)",
+            pids.len()
+        );
         match self.running() {
             0 => s.push_str(" and were ended"),
             n => s.push_str(&format!(", {n} of them still there when the end was recorded")),
         }
-        s.push_str(
-            ", found below its supervisor or in its session (what leaves both and is not below its supervisor \
-             cannot be traced)",
-        );
-        let refused: Vec<&i32> =
-            self.refused.iter().filter(|p| self.held.iter().any(|(h, fd)| h == *p && runs(fd))).collect();
+        let refused: Vec<i32> =
+            self.refused.iter().copied().filter(|p| self.held.iter().any(|(h, fd)| h == p && runs(fd))).collect();
         if !refused.is_empty() {
-            s.push_str(&format!(
-                "; {} could not be ended (they run as another user, pids {refused:?}): end them as that user",
-                refused.len()
-            ));
+            s.push_str(&format!("; {}", refused_clause(&refused)));
         }
+        s.push_str(&format!("; {}", untraced(true)));
         Some(s)
     }
 }
@@ -116,17 +113,15 @@ mod tests {
         assert_eq!(strays.running(), 1);
         let note = strays.describe().unwrap();
         assert!(
-            note.starts_with(&format!("1 process(es) had left the task's cgroup (pids [{pid}]), 1 of them still")),
+            note.starts_with(&format!("1 process(es) had left the task's cgroup (pids [{pid}], found below")),
             "{note}"
         );
+        assert!(note.contains(", 1 of them still there") && note.ends_with(untraced(true)), "{note}");
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(strays.running(), 0);
         let note = strays.describe().unwrap();
-        assert!(
-            note.starts_with(&format!("1 process(es) had left the task's cgroup (pids [{pid}]) and were ended")),
-            "{note}"
-        );
+        assert!(note.contains("in its session) and were ended; processes that left both"), "{note}");
         assert!(Strays::default().describe().is_none());
     }
 }

@@ -14,9 +14,11 @@ pub fn needs_root(what: &str) {
     assert_eq!(euid, 0, "this test needs root ({what}); scripts/test runs as root on CI");
 }
 
+mod cgroups;
 mod clock;
 mod concurrency;
 mod containment;
+mod containment_strays;
 mod delivery;
 mod disk;
 mod home_files;
