@@ -223,7 +223,8 @@ impl Supervisor {
                 let events = cgroup::Events::open(&made.cgroup);
                 // A new cgroup's limits have done nothing yet.
                 let since = cgroup::Counters::default();
-                (containment, Some(Contained { since, made, events, strays: Strays::default() }))
+                let strays = Strays::of(id, made.cgroup.clone());
+                (containment, Some(Contained { since, made, events, strays }))
             }
             Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
             Err(NoCgroup::Refused(why)) => {
@@ -635,6 +636,10 @@ impl Supervisor {
     /// SIGTERM (and SIGCONT, for stopped ones) to the agent's group and every descendant; arm
     /// the SIGKILL timer. The first reason to stop is the one recorded.
     fn begin_stop(&mut self, why: StopReason, grace: Duration) {
+        // Only the first looks for processes that left the cgroup (a walk through all of
+        // `/proc`), unless that look found some: each halt request, SIGTERM and the deadline
+        // comes here.
+        let first = self.stop.is_none();
         self.stop.get_or_insert(why);
         let kill_at = Instant::now() + grace;
         self.kill_at = Some(self.kill_at.map_or(kill_at, |k| k.min(kill_at)));
@@ -663,9 +668,7 @@ impl Supervisor {
         match self.contained.as_mut() {
             Some(c) => {
                 cgroup::signal_all(&c.made.cgroup, &[Signal::SIGTERM, Signal::SIGCONT]);
-                if let Some(id) = self.id {
-                    c.strays.signal(id, &c.made.cgroup, &[Signal::SIGTERM, Signal::SIGCONT], true);
-                }
+                c.strays.stop(first);
             }
             None => {
                 for pid in descendants(Pid::this()) {
@@ -715,9 +718,7 @@ impl Supervisor {
         }
         if let Some(c) = self.contained.as_mut() {
             cgroup::kill(&c.made.cgroup);
-            if let Some(id) = self.id {
-                c.strays.kill(id, &c.made.cgroup, first);
-            }
+            c.strays.kill(first);
         }
         signal_group(self.child, Signal::SIGKILL);
         signal_pid(self.child, Signal::SIGKILL);

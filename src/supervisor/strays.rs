@@ -14,26 +14,38 @@ use super::reach::{left_cgroup, refused_clause, untraced};
 use super::unix::pidfd_send;
 use crate::task::{SupervisorId, TaskCgroup};
 
+/// How the task's processes outside its cgroup are found: each with a pidfd on it.
+type Finder = Box<dyn FnMut() -> Vec<(i32, OwnedFd)>>;
+
 /// The task's processes found outside its cgroup so far.
-#[derive(Default)]
 pub struct Strays {
+    find: Finder,
     /// Each one found (pid, its pidfd), in the order found.
     held: Vec<(i32, OwnedFd)>,
     /// Those a signal was refused for (another user's).
     refused: Vec<i32>,
-    /// The last look found none that was not held already: the next kill needs no look.
+    /// The last look found none that was not held already: a stop or kill after the first
+    /// needs no look (each is a walk through all of `/proc`).
     settled: bool,
 }
 
 impl Strays {
-    /// Look for the processes of supervisor `id`'s task outside `cg` (`look`), then send
-    /// `sigs` to each held one that still runs. A new look finds what those forked before
-    /// they were stopped (their children are born outside the cgroup too).
-    pub fn signal(&mut self, id: SupervisorId, cg: &TaskCgroup, sigs: &[Signal], look: bool) {
+    /// Those of the task of supervisor `id` (none known: none found), outside its cgroup `cg`.
+    pub fn of(id: Option<SupervisorId>, cg: TaskCgroup) -> Strays {
+        Strays::found_by(Box::new(move || id.map_or_else(Vec::new, |id| left_cgroup(id, &cg))))
+    }
+
+    fn found_by(find: Finder) -> Strays {
+        Strays { find, held: Vec::new(), refused: Vec::new(), settled: false }
+    }
+
+    /// Look for more of them (`look`), then send `sigs` to each held one that still runs. A new
+    /// look finds what those forked before they were stopped (their children are born outside
+    /// the cgroup too).
+    pub fn signal(&mut self, sigs: &[Signal], look: bool) {
         if look {
-            let found = left_cgroup(id, cg);
             let before = self.held.len();
-            for (pid, fd) in found {
+            for (pid, fd) in (self.find)() {
                 if !self.held.iter().any(|(p, _)| *p == pid) {
                     self.held.push((pid, fd));
                 }
@@ -49,11 +61,18 @@ impl Strays {
         }
     }
 
+    /// SIGTERM (and SIGCONT) them; look again on the `first` stop, or as long as the last look
+    /// found new ones.
+    pub fn stop(&mut self, first: bool) {
+        let look = first || !self.settled;
+        self.signal(&[Signal::SIGTERM, Signal::SIGCONT], look);
+    }
+
     /// SIGKILL them, stopped first so that none forks meanwhile; look again as long as the last
     /// look found new ones (or on the `first` kill).
-    pub fn kill(&mut self, id: SupervisorId, cg: &TaskCgroup, first: bool) {
+    pub fn kill(&mut self, first: bool) {
         let look = first || !self.settled;
-        self.signal(id, cg, &[Signal::SIGSTOP, Signal::SIGKILL], look);
+        self.signal(&[Signal::SIGSTOP, Signal::SIGKILL], look);
     }
 
     /// How many were found.
@@ -98,18 +117,40 @@ fn runs(fd: &OwnedFd) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::Cell;
+    use std::process::{Child, Command};
+    use std::rc::Rc;
+
     use super::*;
 
-    #[test]
-    fn the_note_says_ended_only_once_they_are_gone() {
-        let mut child = std::process::Command::new("sleep").arg("100").spawn().unwrap();
+    fn sleeper() -> (Child, i32, OwnedFd) {
+        let child = Command::new("sleep").arg("100").spawn().unwrap();
         let pid = child.id() as i32;
         let fd = rustix::process::pidfd_open(
             rustix::process::Pid::from_raw(pid).unwrap(),
             rustix::process::PidfdFlags::empty(),
         )
         .unwrap();
-        let strays = Strays { held: vec![(pid, fd)], ..Strays::default() };
+        (child, pid, fd)
+    }
+
+    /// Strays that find `found` (once) on their first look, and count their looks.
+    fn finding(found: Vec<(i32, OwnedFd)>) -> (Strays, Rc<Cell<usize>>) {
+        let looks = Rc::new(Cell::new(0));
+        let counted = looks.clone();
+        let mut found = Some(found);
+        let strays = Strays::found_by(Box::new(move || {
+            counted.set(counted.get() + 1);
+            found.take().unwrap_or_default()
+        }));
+        (strays, looks)
+    }
+
+    #[test]
+    fn the_note_says_ended_only_once_they_are_gone() {
+        let (mut child, pid, fd) = sleeper();
+        let (mut strays, _) = finding(vec![(pid, fd)]);
+        strays.signal(&[], true);
         assert_eq!(strays.running(), 1);
         let note = strays.describe().unwrap();
         assert!(
@@ -122,6 +163,27 @@ mod tests {
         assert_eq!(strays.running(), 0);
         let note = strays.describe().unwrap();
         assert!(note.contains("in its session) and were ended; processes that left both"), "{note}");
-        assert!(Strays::default().describe().is_none());
+        assert!(finding(Vec::new()).0.describe().is_none());
+    }
+
+    #[test]
+    fn stops_after_the_first_look_again_only_while_looks_find_new_ones() {
+        let (mut child, pid, fd) = sleeper();
+        let (mut strays, looks) = finding(vec![(pid, fd)]);
+        // The first stop looks, and finds one; the next looks again (it may have forked)…
+        strays.stop(true);
+        strays.stop(false);
+        assert_eq!(looks.get(), 2);
+        // …and finding nothing new, the stops after it do not look.
+        for _ in 0..5 {
+            strays.stop(false);
+        }
+        assert_eq!(looks.get(), 2);
+        // A kill's first look is its own (what a stopped one forked meanwhile).
+        strays.kill(true);
+        strays.kill(false);
+        assert_eq!(looks.get(), 3);
+        child.wait().unwrap();
+        assert_eq!(strays.running(), 0);
     }
 }

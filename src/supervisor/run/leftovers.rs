@@ -33,10 +33,8 @@ impl Supervisor {
             // What left the cgroup is below us (orphans come to us): without children of ours,
             // nothing did.
             let before = c.strays.count();
-            if let Some(id) = self.id
-                && !own_leftovers(self.child).is_empty()
-            {
-                c.strays.signal(id, cg, &[sig, Signal::SIGCONT], true);
+            if !own_leftovers(self.child).is_empty() {
+                c.strays.signal(&[sig, Signal::SIGCONT], true);
             }
             return left + c.strays.count() - before;
         }
