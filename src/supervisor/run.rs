@@ -27,7 +27,7 @@ use super::slurm::Slurm;
 use super::spawn::spawn_agent;
 use super::strays::Strays;
 use super::unix::{
-    close_fds_from, descendants, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
+    close_fds_from, descendants, may_signal, name_supervisor, own_children, own_leftovers, signal_group, signal_pid,
 };
 use crate::error::{IoContext, Result};
 use crate::store::Store;
@@ -461,7 +461,9 @@ impl Supervisor {
             }
         }
         self.rec.rate_limited.push(line);
-        self.end_leftovers(false);
+        // At most `LINGER` after SIGKILL: one the kernel holds must not keep a halt or the
+        // deadline from being carried out (the end notes it, if it is still there then).
+        self.wait_leftovers(false, Some(leftovers::LINGER));
         let delay = policy.delay(n);
         let at = Instant::now() + delay;
         self.rec.retry_at_ms = Some(unix_ms(SystemTime::now()) + delay.as_millis() as u64);
@@ -722,7 +724,8 @@ impl Supervisor {
         }
         signal_group(self.child, Signal::SIGKILL);
         signal_pid(self.child, Signal::SIGKILL);
-        for pid in own_leftovers(self.child) {
+        // Another user's refuse it (and would fill the error log, each pass).
+        for pid in own_leftovers(self.child).into_iter().filter(|&p| may_signal(p)) {
             signal_pid(pid, Signal::SIGKILL);
         }
     }
@@ -772,7 +775,7 @@ impl Supervisor {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.clients.answer(|want| want == Some(Request::Wait));
-        self.end_leftovers(true);
+        self.end_leftovers();
         let _ = waitpid(self.child, None);
         while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
             if status == WaitStatus::StillAlive {

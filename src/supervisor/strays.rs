@@ -22,7 +22,7 @@ pub struct Strays {
     find: Finder,
     /// Each one found (pid, its pidfd), in the order found.
     held: Vec<(i32, OwnedFd)>,
-    /// Those a signal was refused for (another user's).
+    /// Those a signal was refused for (another user's): named in the note, never waited for.
     refused: Vec<i32>,
     /// The last look found none that was not held already: a stop or kill after the first
     /// needs no look (each is a walk through all of `/proc`).
@@ -39,9 +39,9 @@ impl Strays {
         Strays { find, held: Vec::new(), refused: Vec::new(), settled: false }
     }
 
-    /// Look for more of them (`look`), then send `sigs` to each held one that still runs. A new
-    /// look finds what those forked before they were stopped (their children are born outside
-    /// the cgroup too).
+    /// Look for more of them (`look`), then send `sigs` to each held one that still runs and
+    /// has not refused a signal. A new look finds what those forked before they were stopped
+    /// (their children are born outside the cgroup too).
     pub fn signal(&mut self, sigs: &[Signal], look: bool) {
         if look {
             let before = self.held.len();
@@ -52,11 +52,12 @@ impl Strays {
             }
             self.settled = self.held.len() == before;
         }
-        for (pid, fd) in self.held.iter().filter(|(_, fd)| runs(fd)) {
-            for &sig in sigs {
-                if pidfd_send(fd, sig) == Err(Errno::PERM) && !self.refused.contains(pid) {
-                    self.refused.push(*pid);
-                }
+        for (pid, fd) in &self.held {
+            if self.refused.contains(pid) || !runs(fd) {
+                continue;
+            }
+            if sigs.iter().any(|&sig| pidfd_send(fd, sig) == Err(Errno::PERM)) {
+                self.refused.push(*pid);
             }
         }
     }
@@ -80,9 +81,15 @@ impl Strays {
         self.held.len()
     }
 
-    /// How many still run (neither exited nor killed yet).
+    /// How many of them could not be signalled (another user's).
+    pub fn refused(&self) -> usize {
+        self.refused.len()
+    }
+
+    /// How many still run that the task's end waits for: neither exited, nor killed yet, nor
+    /// another user's (which no wait would see go).
     pub fn running(&self) -> usize {
-        self.held.iter().filter(|(_, fd)| runs(fd)).count()
+        self.held.iter().filter(|(p, fd)| !self.refused.contains(p) && runs(fd)).count()
     }
 
     /// What became of them, for the task's note; `None` if none left the cgroup.
@@ -95,12 +102,13 @@ impl Strays {
             "{} process(es) had left the task's cgroup (pids {pids:?}, found below its supervisor or in its session)",
             pids.len()
         );
+        let refused: Vec<i32> =
+            self.held.iter().filter(|(p, fd)| self.refused.contains(p) && runs(fd)).map(|(p, _)| *p).collect();
         match self.running() {
-            0 => s.push_str(" and were ended"),
+            0 if refused.is_empty() => s.push_str(" and were ended"),
+            0 => {}
             n => s.push_str(&format!(", {n} of them still there when the end was recorded")),
         }
-        let refused: Vec<i32> =
-            self.refused.iter().copied().filter(|p| self.held.iter().any(|(h, fd)| h == p && runs(fd))).collect();
         if !refused.is_empty() {
             s.push_str(&format!("; {}", refused_clause(&refused)));
         }
@@ -164,6 +172,21 @@ mod tests {
         let note = strays.describe().unwrap();
         assert!(note.contains("in its session) and were ended; processes that left both"), "{note}");
         assert!(finding(Vec::new()).0.describe().is_none());
+    }
+
+    #[test]
+    fn one_that_refused_a_signal_is_named_and_not_waited_for() {
+        let (mut child, pid, fd) = sleeper();
+        let (mut strays, _) = finding(vec![(pid, fd)]);
+        strays.signal(&[], true);
+        // As a process of another user answers a signal.
+        strays.refused.push(pid);
+        assert_eq!((strays.running(), strays.refused()), (0, 1));
+        let note = strays.describe().unwrap();
+        assert!(note.contains(&format!("; 1 could not be ended (another user's: pids [{pid}])")), "{note}");
+        assert!(!note.contains("were ended") && !note.contains("still there"), "{note}");
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

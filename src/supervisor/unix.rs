@@ -133,6 +133,12 @@ pub fn signal_group(pgid: Pid, sig: Signal) {
     }
 }
 
+/// Whether a signal of ours reaches process `pid`: not one of another user (after a setuid
+/// program), which refuses every signal but SIGCONT.
+pub fn may_signal(pid: Pid) -> bool {
+    kill(pid, None) != Err(Errno::EPERM)
+}
+
 /// Send `sig` to one process, ignoring one that has just exited.
 pub fn signal_pid(pid: Pid, sig: Signal) {
     match kill(pid, sig) {

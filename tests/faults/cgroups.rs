@@ -1,11 +1,16 @@
-//! Cgroups a test makes for itself: one beside the tasks' to move processes into, and one of
-//! the v1 freezer (a process the kernel holds). Each kills what it holds and is removed on drop.
+//! Cgroups a test makes for itself: one beside the tasks' to move processes into, one of the
+//! v1 freezer (a process the kernel holds), and one delegated to a user of its own who runs
+//! agentctl there. Each kills what it holds and is removed on drop.
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{Home, wait_until};
+use serde_json::Value;
+
+use crate::common::{BIN, Home, Run, check, wait_until};
 
 /// A new cgroup `name` in the test's own cgroup of the v2 hierarchy (beside the tasks').
 fn test_cgroup(name: &str) -> PathBuf {
@@ -120,5 +125,104 @@ impl Drop for Freezer {
         while fs::remove_dir(&self.0).is_err() && Instant::now() < give_up {
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+}
+
+/// agentctl run by a user of its own (a fresh uid) from a cgroup delegated to it: a home it
+/// owns, a cgroup `elsewhere` beside its tasks' to move processes into, and a setuid-root copy
+/// of `setpriv` (`drop`) through which its agents become another user, whom no signal of its
+/// supervisor reaches.
+pub struct Delegated {
+    pub uid: u32,
+    dir: tempfile::TempDir,
+    cgroup: PathBuf,
+    /// `AGENTCTL_CONTAINMENT` for its tasks.
+    containment: &'static str,
+}
+
+impl Delegated {
+    pub fn new(containment: &'static str) -> Delegated {
+        // Apart from those of the other tests in this process (`waiters`).
+        let uid = 4_000_000 + std::process::id() % 1_000_000;
+        let dir = tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        fs::create_dir(&bin).unwrap();
+        // The build directory may be closed to other users.
+        if fs::hard_link(BIN, bin.join("agentctl")).is_err() {
+            fs::copy(BIN, bin.join("agentctl")).unwrap();
+        }
+        fs::copy("/usr/bin/setpriv", bin.join("drop")).unwrap();
+        fs::set_permissions(bin.join("drop"), fs::Permissions::from_mode(0o4755)).unwrap();
+        fs::create_dir(dir.path().join("home")).unwrap();
+        let cgroup = test_cgroup(&format!("{}.delegated", name_of(dir.path())));
+        fs::create_dir(cgroup.join("elsewhere")).unwrap();
+        // What a delegation hands over: the directory and the files that move processes.
+        let files =
+            ["", "cgroup.procs", "cgroup.threads", "cgroup.subtree_control", "elsewhere", "elsewhere/cgroup.procs"];
+        for p in [dir.path().to_owned(), dir.path().join("home")].into_iter().chain(files.map(|f| cgroup.join(f))) {
+            std::os::unix::fs::chown(p, Some(uid), Some(uid)).unwrap();
+        }
+        Delegated { uid, dir, cgroup, containment }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// agentctl with `args`, as this user, moved into its cgroup first (by root).
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("sh");
+        c.arg("-c")
+            .arg(r#"cg=$1 u=$2; shift 2; echo $$ > "$cg/cgroup.procs" && exec setpriv --reuid=$u --regid=$u --clear-groups "$@""#)
+            .arg("sh")
+            .arg(&self.cgroup)
+            .arg(self.uid.to_string())
+            .arg(self.path("bin/agentctl"))
+            .arg("--home")
+            .arg(self.path("home"))
+            .args(args)
+            .env_clear()
+            .env("PATH", format!("{}:/usr/bin:/bin", self.path("bin").display()))
+            .env("HOME", self.dir.path())
+            .env("AGENTCTL_CONTAINMENT", self.containment)
+            .current_dir(self.dir.path())
+            .stdin(Stdio::null());
+        c
+    }
+
+    pub fn run(&self, args: &[&str], code: i32) -> Run {
+        check(args, self.cmd(args).output().unwrap(), code)
+    }
+
+    pub fn status(&self, token: &str) -> Value {
+        serde_json::from_slice(&self.cmd(&["--json", "status", token]).output().unwrap().stdout).unwrap()
+    }
+
+    /// An agent's script that starts a child which moves itself out of the task's cgroup and
+    /// becomes another user; the child's pid goes to `pf` once it runs as that user.
+    pub fn another_users_child(&self, pf: &Path) -> String {
+        format!(
+            "sh -c 'echo $$ > {e}/cgroup.procs && exec {drop} --reuid={o} --regid={o} --clear-groups sleep 1000' & \
+             b=$!; until [ \"$(cat /proc/$b/comm)\" = sleep ]; do :; done; echo $b > {pf}",
+            e = self.cgroup.join("elsewhere").display(),
+            drop = self.path("bin/drop").display(),
+            o = self.uid + 1_000_000,
+            pf = pf.display()
+        )
+    }
+
+    /// Wait until its supervisors have removed their tasks' cgroups and exited.
+    pub fn wait_idle(&self) {
+        wait_until(Duration::from_secs(10), "the supervisor to remove its task's cgroup and exit", || {
+            !self.cgroup.join("agentctl").exists()
+                && fs::read_to_string(self.cgroup.join("cgroup.procs")).is_ok_and(|p| p.is_empty())
+        });
+    }
+}
+
+impl Drop for Delegated {
+    fn drop(&mut self) {
+        // All it ran is in its cgroup, the other user's processes too.
+        remove_cgroup(&self.cgroup);
     }
 }

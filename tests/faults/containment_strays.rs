@@ -1,12 +1,12 @@
 //! Processes that move out of their task's cgroup, which `cgroup.kill` does not reach: found
-//! below the supervisor or in the task's session and ended with the task, and counted apart
-//! from the cgroup's in the note.
+//! below the supervisor or in the task's session and ended with the task. Those it cannot end
+//! (another user's) and those the kernel holds are named in the note and hold up nothing.
 
 use std::fs;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::cgroups::{Elsewhere, Freezer};
+use crate::cgroups::{Delegated, Elsewhere, Freezer};
 use crate::common::{Home, alive, read_pids, wait_until};
 use crate::containment::cgroup_of;
 
@@ -105,6 +105,21 @@ fn processes_moved_out_of_the_tasks_cgroup_end_with_a_halt_that_takes_over_and_a
     assert!(note.contains("could not be traced"), "{note}");
 }
 
+/// Write `toml` as the agents file of the home at `home`.
+fn agents(home: &Path, toml: &str) {
+    fs::create_dir_all(home).unwrap();
+    fs::write(home.join("agents.toml"), toml).unwrap();
+}
+
+/// A template whose runs do `script`, then exit 75, which counts as rate-limited: the next run
+/// comes after an hour, the deadline (`timeout`) before that.
+fn retried(script: &str, timeout: &str) -> String {
+    format!(
+        "[agents.limited]\ncommand = [\"sh\", \"-c\", '''{script}; exit 75''']\nretry_on = {{ exit = [75] }}\n\
+         backoff = \"1h\"\ntimeout = \"{timeout}\"\n"
+    )
+}
+
 #[test]
 fn a_lost_tasks_note_counts_its_dying_members_once_and_says_what_could_not_be_traced() {
     crate::needs_root("cgroups to move processes between, and the v1 freezer");
@@ -144,4 +159,65 @@ fn a_lost_tasks_note_counts_its_dying_members_once_and_says_what_could_not_be_tr
     assert!(!note.contains("had left its cgroup"), "{note}");
     freezer.thaw();
     wait_until(Duration::from_secs(10), "the cgroup left for it to empty", || fs::remove_dir(&dir).is_ok());
+}
+
+#[test]
+fn a_process_the_kernel_holds_keeps_no_retried_task_past_its_deadline() {
+    crate::needs_root("cgroups, and the v1 freezer");
+    let h = Home::contained_by("cgroup");
+    let freezer = Freezer::new(&h);
+    let (pf, go) = (h.path().join("pid"), h.path().join("go"));
+    // Its first run leaves a child that the kernel holds (frozen, then SIGKILLed), and is
+    // rate-limited: the next run would come in an hour, the deadline in a few seconds.
+    let script = format!("sleep 1000 & echo $! > {}; until [ -e {} ]; do sleep 0.05; done", pf.display(), go.display());
+    agents(h.path(), &retried(&script, "6s"));
+    let token = h.run(&["--json", "ask", "limited", "go", "--async"], 0).json()["token"].as_str().unwrap().to_owned();
+    freezer.freeze(read_pids(&pf)[0]);
+    fs::write(&go, "").unwrap();
+    // SIGKILL after the grace (5 s), given up on 5 s later; then the deadline, and the same
+    // wait before the end is recorded. A hang guard: before, it waited on for ever.
+    wait_until(Duration::from_secs(90), "the task to expire", || h.status(&token)["status"] == "expired");
+    let st = h.status(&token);
+    let note = st["note"].as_str().unwrap();
+    assert!(note.contains("run 1 was rate-limited") && note.contains("the task's deadline passed"), "{note}");
+    assert!(note.contains("(blocked in the kernel)"), "{note}");
+    let dir = cgroup_of(&st);
+    freezer.thaw();
+    wait_until(Duration::from_secs(10), "its cgroup to be removed", || !Path::new(&dir).exists());
+}
+
+#[test]
+fn another_users_processes_a_task_left_are_named_and_hold_up_nothing() {
+    crate::needs_root("a user of its own, a cgroup delegated to it, and a setuid program");
+    // The agent exits and leaves it: no signal of the supervisor reaches it, and nothing waits
+    // for it (no wait would see it go). Contained by its process group, it is as much the
+    // task's, and as far out of reach.
+    for mode in ["cgroup", "process-group"] {
+        let d = Delegated::new(mode);
+        let pf = d.path("left");
+        let script = format!("{}; echo done", d.another_users_child(&pf));
+        let v = d.run(&["--json", "run", "--sync", "--", "sh", "-c", &script], 0).json();
+        let stray = read_pids(&pf)[0];
+        assert_eq!(v["status"], "completed", "{v}");
+        let note = v["note"].as_str().unwrap_or("");
+        assert!(!note.contains("blocked in the kernel") && !note.contains("ended 1 process(es) the agent"), "{note}");
+        d.wait_idle();
+        assert!(note.contains(&format!("1 could not be ended (another user's: pids [{stray}])")), "{mode}: {note}");
+        assert!(alive(stray), "the premise: the supervisor cannot end it");
+    }
+
+    // A rate-limited run leaves it: the deadline comes during the back-off all the same.
+    let d = Delegated::new("cgroup");
+    let pf = d.path("retried");
+    agents(&d.path("home"), &retried(&d.another_users_child(&pf), "3s"));
+    std::os::unix::fs::chown(d.path("home/agents.toml"), Some(d.uid), Some(d.uid)).unwrap();
+    let token = d.run(&["--json", "ask", "limited", "go", "--async"], 0).json()["token"].as_str().unwrap().to_owned();
+    let stray = read_pids(&pf)[0];
+    // A hang guard: before, it waited on for ever.
+    wait_until(Duration::from_secs(60), "the task to expire", || d.status(&token)["status"] == "expired");
+    let note = d.status(&token)["note"].as_str().unwrap_or("").to_owned();
+    assert!(note.contains("run 1 was rate-limited") && note.contains("the task's deadline passed"), "{note}");
+    assert!(note.contains(&format!("could not be ended (another user's: pids [{stray}])")), "{note}");
+    assert!(!note.contains("blocked in the kernel"), "{note}");
+    d.wait_idle();
 }

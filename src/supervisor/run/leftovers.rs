@@ -10,16 +10,17 @@ use nix::unistd::Pid;
 use super::{Supervisor, reap_others};
 use crate::supervisor::cgroup;
 use crate::supervisor::control::Request;
-use crate::supervisor::unix::{descendants, own_leftovers, signal_group, signal_pid};
+use crate::supervisor::reach::refused_clause;
+use crate::supervisor::unix::{descendants, may_signal, own_leftovers, signal_group, signal_pid};
 
-/// How long after SIGKILL the end of a task waits for its processes to go before it is
-/// recorded all the same (the kernel holds one blocked in an uninterruptible wait; a loaded
-/// machine takes its time to end the others).
-const LINGER: Duration = Duration::from_secs(5);
+/// How long after SIGKILL the end of a run waits for its processes to go before it goes on all
+/// the same (the kernel holds one blocked in an uninterruptible wait; a loaded machine takes its
+/// time to end the others).
+pub(super) const LINGER: Duration = Duration::from_secs(5);
 
 impl Supervisor {
     /// SIGTERM (and SIGCONT) to what the agent left running, in its group and beyond (we are
-    /// their subreaper): the count of them.
+    /// their subreaper): the count of those signalled (another user's, refused, are not).
     pub(super) fn end_what_is_left(&mut self) -> usize {
         let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
         if let Some(c) = self.contained.as_mut() {
@@ -32,25 +33,32 @@ impl Supervisor {
             }
             // What left the cgroup is below us (orphans come to us): without children of ours,
             // nothing did.
-            let before = c.strays.count();
+            let (found, refused) = (c.strays.count(), c.strays.refused());
             if !own_leftovers(self.child).is_empty() {
                 c.strays.signal(&[sig, Signal::SIGCONT], true);
             }
-            return left + c.strays.count() - before;
+            // Those of another user are named apart: no signal reached them.
+            return left + (c.strays.count() - found).saturating_sub(c.strays.refused() - refused);
         }
         // Anything the agent left behind has been reparented to us, so the cheap look at our
         // own children decides whether /proc needs scanning at all.
-        if own_leftovers(self.child).is_empty() {
+        let children = own_leftovers(self.child);
+        if children.is_empty() {
             return 0;
         }
-        let left = descendants(Pid::this()).into_iter().filter(|&p| p != self.child).count();
+        // Those of another user are named apart: no signal reaches them.
+        let (left, refused): (Vec<Pid>, Vec<Pid>) =
+            descendants(Pid::this()).into_iter().filter(|&p| p != self.child).partition(|&p| may_signal(p));
+        if !refused.is_empty() {
+            self.add_note(refused_clause(&refused.iter().map(|p| p.as_raw()).collect::<Vec<_>>()));
+        }
         signal_group(self.child, sig);
         signal_group(self.child, Signal::SIGCONT);
-        for pid in own_leftovers(self.child) {
+        for pid in children.into_iter().filter(|&p| may_signal(p)) {
             signal_pid(pid, sig);
             signal_pid(pid, Signal::SIGCONT);
         }
-        left
+        left.len()
     }
 
     /// Before the task's end is recorded: end what the agent left (after a stop everything was
@@ -79,16 +87,18 @@ impl Supervisor {
         }
     }
 
-    /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and
-    /// serving anyone who connects meanwhile; `ended` (the final record is written) answers
-    /// their waits too.
-    pub(super) fn end_leftovers(&mut self, ended: bool) {
-        self.wait_leftovers(ended, None);
+    /// After the final record: wait for whatever is still left to go (SIGKILL after the grace
+    /// period), reaping it and answering whoever connects meanwhile, so that the cgroup can go.
+    pub(super) fn end_leftovers(&mut self) {
+        self.wait_leftovers(true, None);
     }
 
-    /// `end_leftovers`, giving up `linger` after SIGKILL is due (on processes blocked in the
-    /// kernel): true when nothing is left.
-    fn wait_leftovers(&mut self, ended: bool, linger: Option<Duration>) -> bool {
+    /// Wait for leftover processes to go (SIGKILL after the grace period), reaping them and
+    /// serving anyone who connects meanwhile; `ended` (the final record is written) answers
+    /// their waits too. Gives up `linger` after SIGKILL is due (on processes blocked in the
+    /// kernel): true when nothing is left. Another user's processes, which no signal of ours
+    /// reaches, are not waited for.
+    pub(super) fn wait_leftovers(&mut self, ended: bool, linger: Option<Duration>) -> bool {
         let grace_end = Instant::now() + Duration::from_millis(self.spec.grace_ms);
         loop {
             // A halt's grace (before or meanwhile) holds for what the agent left too.
@@ -98,7 +108,7 @@ impl Supervisor {
             // (they left our cgroup as they started).
             let left = match &self.contained {
                 Some(c) => cgroup::populated(&c.made.cgroup) || c.strays.running() > 0,
-                None => !own_leftovers(self.child).is_empty(),
+                None => own_leftovers(self.child).into_iter().any(may_signal),
             };
             if !left {
                 return true;
