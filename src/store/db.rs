@@ -175,7 +175,9 @@ fn open(home: &Path) -> Result<Connection> {
         return Err(refused.map_or_else(|| Error::Internal(what()), |e| Error::from_io(e, what)));
     }
     let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_URI;
-    let created = !file.exists();
+    if !file.exists() {
+        super::files::create_private(&file);
+    }
     let rw =
         Connection::open_with_flags(&file, base | OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE);
     let conn = match rw {
@@ -184,11 +186,12 @@ fn open(home: &Path) -> Result<Connection> {
         Err(e) if read_only_home(home) => open_read_only(&file, base).map_err(|_| e).map_err(err(what))?,
         Err(e) => return Err(err(what)(e)),
     };
-    if created {
-        // SQLite makes it 0644; the WAL and shared-memory files, made on first use, take its
-        // mode. (chmod by name: no descriptor of ours on the file.)
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).map_err(|e| Error::from_io(e, what))?;
+    // Made by SQLite after all (a file system without hard links), or by an older agentctl:
+    // private from now on. (chmod by name: no descriptor of ours on the file.)
+    // (A home that cannot be written keeps it as it is.)
+    use std::os::unix::fs::PermissionsExt;
+    if std::fs::metadata(&file).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+        let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
     }
     be_patient(&conn, true).map_err(err(what))?;
     // Most commands are short processes: closing the last connection would otherwise copy the

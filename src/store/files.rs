@@ -159,6 +159,23 @@ pub fn check_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
+/// Make the empty database file `file` 0600 before SQLite opens it: SQLite would make it 0644,
+/// and its WAL and shared-memory files take its mode. It is made whole under another name and
+/// linked into place, so that no opener ever sees it other than private, and closed before:
+/// closing a descriptor on it later would drop the locks this process's connections hold on it.
+/// Where it cannot be made (a read-only home), SQLite says why.
+pub(super) fn create_private(file: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    static MADE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = MADE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let fresh = file.with_extension(format!("db.new.{}.{n}", std::process::id()));
+    if std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&fresh).is_ok() {
+        // Another opener may have linked its own meanwhile: either is the empty store.
+        let _ = std::fs::hard_link(&fresh, file);
+        let _ = std::fs::remove_file(&fresh);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
