@@ -27,7 +27,10 @@ $THEN
 /// or run and stop its supervisor over and over (so that a halt has to take over).
 const RUN_ON: &str = "while :; do sleep 1; done";
 const EXIT: &str = "exit 0";
-const STOP_SUPERVISOR: &str = "trap '' TERM; while :; do kill -STOP $PPID; sleep 0.01; done";
+/// It waits for `$PF.go`, made once its start is recorded (a supervisor stopped before that
+/// could not say it runs).
+const STOP_SUPERVISOR: &str =
+    "trap '' TERM; until [ -e $PF.go ]; do sleep 0.02; done; while :; do kill -STOP $PPID; sleep 0.01; done";
 
 /// The agent of `MOVERS`, moving into `elsewhere`, its pids in `pf`, then doing `then`.
 fn movers(elsewhere: &Elsewhere, pf: &Path, then: &str) -> String {
@@ -85,6 +88,7 @@ fn processes_moved_out_of_the_tasks_cgroup_end_with_a_halt_that_takes_over_and_a
     let pf = h.path().join("taken");
     let token = h.start_script(&movers(&elsewhere, &pf, STOP_SUPERVISOR));
     let pids = read_pids(&pf);
+    fs::write(pf.with_extension("go"), "").unwrap();
     let v = h.run(&["--json", "halt", &token, "--grace", "1s"], 0).json();
     assert_eq!(v["status"], "cancelled", "{v}");
     for pid in &pids {

@@ -63,10 +63,17 @@ fn an_agent_that_stops_its_supervisor_once_is_still_halted_gracefully() {
 #[test]
 fn an_agent_that_keeps_stopping_its_supervisor_is_ended_by_the_halt_itself() {
     let h = Home::new();
-    // It ignores SIGTERM (and so does its child) and stops its supervisor again and again.
-    let script = "trap '' TERM; sleep 1000 & echo $$ $! > $PF; while :; do kill -STOP $PPID; sleep 0.01; done";
-    let (token, sup, pf) = start(&h, script);
+    // It ignores SIGTERM (and so does its child) and stops its supervisor again and again, once
+    // its start is recorded (stopped before that, its supervisor could not say it runs).
+    let gate = h.path().join("gate");
+    let script = format!(
+        "trap '' TERM; sleep 1000 & echo $$ $! > $PF; while [ ! -e '{}' ]; do sleep 0.02; done; \
+         while :; do kill -STOP $PPID; sleep 0.01; done",
+        gate.display()
+    );
+    let (token, sup, pf) = start(&h, &script);
     let pids = read_pids(&pf);
+    std::fs::write(&gate, "").unwrap();
     wait_until(HANG, "the supervisor to be stopped", || state(sup) == Some('T'));
     let t0 = Instant::now();
     let v = h.run(&["--json", "halt", &token, "--grace", "1s"], 0).json();
