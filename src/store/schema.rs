@@ -2,7 +2,7 @@
 //! the one before (the first one makes it).
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub(super) const SCHEMA_VERSION: i64 = 7;
+pub(super) const SCHEMA_VERSION: i64 = 8;
 
 /// The statement that sets where the task of the row `NEW` stands in its pool, from its other
 /// columns: none for a task that ended or has no pool; `held` for one given a place
@@ -22,7 +22,7 @@ macro_rules! pool_state_kept {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: [&str; 7] = [
+pub(super) const MIGRATIONS: [&str; 8] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -130,4 +130,12 @@ pub(super) const MIGRATIONS: [&str; 7] = [
     UPDATE tasks SET pool = pool WHERE pool IS NOT NULL AND (ended_at_ms IS NULL OR pool_state IS NOT NULL);
 "
     ),
+    // Every column a pool's statements name is in its index, so counting a line (a place in it
+    // for a view, the tasks ahead of a start) reads the index alone: the partial index's own
+    // condition does not spare SQLite a look at each record, and a line of 3 000 read them all.
+    r"
+    DROP INDEX tasks_in_pools;
+    CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, ended_at_ms, queue_seq, token)
+        WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL;
+",
 ];

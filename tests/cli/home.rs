@@ -160,7 +160,7 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (7, 7));
+    assert_eq!((version, indexes), (8, 7));
 }
 
 #[test]
