@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use tokio::time::{Instant, timeout_at};
 
+use super::blocking::blocking;
 use super::events::{Holder, MAX_MESSAGE, check_text, enclosing_task, holder_alive, wait_event};
-use super::launch::blocking;
-use super::wait::refresh;
+use super::lost::refresh;
 use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::Store;

@@ -6,8 +6,8 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio::time::{Instant, timeout_at};
 
-use super::launch::blocking;
-use super::wait::refresh;
+use super::blocking::blocking;
+use super::lost::refresh;
 use super::watch::Changes;
 use crate::error::{Error, Result};
 use crate::store::Store;

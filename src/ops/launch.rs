@@ -1,12 +1,15 @@
 //! Starting tasks: `ask` (a role's template) and `run` (any argv), then the hybrid wait.
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use super::blocking::blocking;
 use super::events::session_of;
+use super::lost::refresh;
+use super::own_path::find_program;
 use super::view::TaskView;
-use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task, refresh};
+use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task};
 use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
@@ -299,24 +302,6 @@ fn handed_back(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
     Ok(v)
 }
 
-/// Run blocking work (the store, a launch): in place on the CLI's single thread; on a
-/// multi-threaded runtime (the MCP server) so that the other calls go on meanwhile.
-pub(super) fn blocking<T>(work: impl FnOnce() -> T) -> T {
-    let multi = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    if multi { tokio::task::block_in_place(work) } else { work() }
-}
-
-/// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.
-pub(super) fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
-    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-    if program.contains('/') {
-        let p = cwd.join(program);
-        return executable(&p).then_some(p);
-    }
-    path_var.split(':').map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program)).find(|p| executable(p))
-}
-
 /// `argv` as a shell would need it typed: an argument with spaces or shell characters in single
 /// quotes, so that `["echo", "> hi"]` does not read as a redirect.
 pub fn shell_words(argv: &[String]) -> String {
@@ -349,19 +334,5 @@ mod tests {
         assert_eq!(shell_words(&argv(&["make", "-j4", "test"])), "make -j4 test");
         assert_eq!(shell_words(&argv(&["sh", "-c", "it's"])), r"sh -c 'it'\''s'");
         assert_eq!(shell_words(&argv(&["x", ""])), "x ''");
-    }
-
-    #[test]
-    fn finds_programs_like_execvp() {
-        let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("tool");
-        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let path = format!("/nonexistent:{}", dir.path().display());
-        assert_eq!(find_program("tool", Path::new("/"), &path), Some(bin.clone()));
-        assert_eq!(find_program("./tool", dir.path(), ""), Some(bin.clone()));
-        assert_eq!(find_program("missing", Path::new("/"), &path), None);
-        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).unwrap();
-        assert_eq!(find_program("tool", Path::new("/"), &path), None);
     }
 }

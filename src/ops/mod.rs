@@ -1,10 +1,19 @@
 //! The operations both front-ends offer (ask, run, await, halt, status, list, logs): the only
 //! place where the rules live. The CLI and the MCP server convert types and render.
+//!
+//! Each file imports only files of the layers below its own (`tests/imports.rs` checks it):
+//! 1. `blocking`, `lost` (a record as it stands), `own_path`, `watch`, `scroll`, `agents`
+//! 2. `events` (sessions, waiting for events)
+//! 3. `converse` (questions and messages between a task and its lead)
+//! 4. `view` (a task as shown), then `wait` (await, halt)
+//! 5. `launch`, `query` (status, list, logs), then `page`, `prune`, `stop`
 
 mod agents;
+mod blocking;
 mod converse;
 mod events;
 mod launch;
+mod lost;
 mod own_path;
 mod page;
 mod prune;
@@ -22,12 +31,13 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words};
+pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
 pub use scroll::{LogScroll, Move};
 pub use stop::{Halted, halt_if_running};
 pub use view::{TaskView, human_duration};
-pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt, refresh};
+pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt};
 pub use watch::Watch;
 pub(crate) use watch::{LOOK_EVERY, Look};

@@ -1,8 +1,9 @@
-//! An agent reaches the agentctl that started it: workers call `agentctl ask-lead`, `notify`
-//! and `inbox`, and the agentctl a launcher was started by path (an MCP client's config, `cargo
+//! Programs on PATH: where a command's program is found (as execvp would), and how an agent
+//! reaches the agentctl that started it: workers call `agentctl ask-lead`, `notify` and
+//! `inbox`, and the agentctl a launcher was started by path (an MCP client's config, `cargo
 //! run`) may not be on PATH, or a different one may be found first.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -16,7 +17,7 @@ pub(super) fn agent_path(store: &Store, path_var: &str, cwd: &Path) -> Option<St
     let exe = own_binary()?;
     let me = std::fs::metadata(&exe).ok()?;
     let same = |p: &Path| std::fs::metadata(p).is_ok_and(|m| (m.dev(), m.ino()) == (me.dev(), me.ino()));
-    if super::launch::find_program("agentctl", cwd, path_var).is_some_and(|found| same(&found)) {
+    if find_program("agentctl", cwd, path_var).is_some_and(|found| same(&found)) {
         return None;
     }
     let dir = link_dir(store, &exe)?;
@@ -63,4 +64,33 @@ fn link_dir(store: &Store, exe: &Path) -> Option<PathBuf> {
 /// A stable 64-bit hash (FNV-1a) of `bytes`: the same name for the same binary in every process.
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+/// Where `program` would be found: relative to `cwd` if it has a `/`, else on `path_var`.
+pub(super) fn find_program(program: &str, cwd: &Path, path_var: &str) -> Option<PathBuf> {
+    let executable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if program.contains('/') {
+        let p = cwd.join(program);
+        return executable(&p).then_some(p);
+    }
+    path_var.split(':').map(|d| cwd.join(if d.is_empty() { "." } else { d }).join(program)).find(|p| executable(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_programs_like_execvp() {
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("tool");
+        std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = format!("/nonexistent:{}", dir.path().display());
+        assert_eq!(find_program("tool", Path::new("/"), &path), Some(bin.clone()));
+        assert_eq!(find_program("./tool", dir.path(), ""), Some(bin.clone()));
+        assert_eq!(find_program("missing", Path::new("/"), &path), None);
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(find_program("tool", Path::new("/"), &path), None);
+    }
 }

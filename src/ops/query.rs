@@ -4,8 +4,9 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::time::Duration;
 
+use super::lost::refresh;
 use super::view::TaskView;
-use super::wait::{await_end, refresh};
+use super::wait::await_end;
 use super::watch::Changes;
 use crate::error::{Error, IoContext, Result};
 use crate::store::files::{self, Access};
