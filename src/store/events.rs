@@ -9,15 +9,15 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::Store;
 use super::db::{self, err};
 use super::files::{self, Access};
+use super::rows::insert;
+use super::{Store, legacy};
 use crate::error::{Error, IoContext, Result};
-use crate::task::{Event, EventKind, Token, unix_ms};
+use crate::task::{Event, EventKind, Token};
 
 /// How many bells the sessions share.
 const BELLS: u64 = 64;
@@ -32,6 +32,13 @@ pub struct EventLog<'a> {
 pub struct Logged {
     pub event: Event,
     pub delivered: bool,
+}
+
+impl Store {
+    /// The home's events.
+    pub fn events(&self) -> EventLog<'_> {
+        EventLog::new(self)
+    }
 }
 
 impl<'a> EventLog<'a> {
@@ -86,6 +93,15 @@ impl<'a> EventLog<'a> {
         }
     }
 
+    /// Take in the events an earlier release's supervisor appended after the upgrade (see
+    /// `legacy`), and ring every bell if any came.
+    fn take_in_late_events(&self) -> Result<()> {
+        if legacy::import_late_events(self.store.home(), || self.store.db())? {
+            self.ring_all();
+        }
+        Ok(())
+    }
+
     /// Ring every bell (events of any session came in).
     pub fn ring_all(&self) {
         for i in 0..BELLS {
@@ -104,7 +120,7 @@ impl<'a> EventLog<'a> {
         holder: &str,
         alive: impl Fn(&str) -> bool,
     ) -> Result<Option<Event>> {
-        super::legacy::import_late_events(self.store)?;
+        self.take_in_late_events()?;
         let conn = self.store.db()?;
         // Look first without the write lock: most looks (a waiter woken by another session's
         // event) find nothing.
@@ -166,7 +182,7 @@ impl<'a> EventLog<'a> {
 
     /// Up to `limit` events of `session` (or of every session) after `after`, oldest first.
     pub fn read(&self, session: Option<&str>, after: u64, limit: usize) -> Result<Vec<Logged>> {
-        super::legacy::import_late_events(self.store)?;
+        self.take_in_late_events()?;
         let what = || "cannot read the events".to_owned();
         let conn = self.store.db()?;
         let (sql, session) = match session {
@@ -230,42 +246,6 @@ fn what_append() -> String {
 
 fn what_take() -> String {
     "cannot take an event".into()
-}
-
-/// Insert `event` in the transaction `tx`, numbered and timed now.
-pub(super) fn insert(tx: &Connection, mut event: Event) -> Result<Event> {
-    event.seq = None;
-    insert_as(tx, event, None, false)
-}
-
-/// Insert `event` in `tx` with its own seq if that is still free (else the next), at its own
-/// time (`at`, else now, which then becomes its `time`), delivered or waiting.
-pub(super) fn insert_as(tx: &Connection, mut event: Event, at: Option<SystemTime>, delivered: bool) -> Result<Event> {
-    let next: i64 = tx
-        .query_row("SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'events'), 0) + 1", [], |r| r.get(0))
-        .map_err(err(what_append))?;
-    let seq = event.seq.map(|s| s as i64).filter(|&s| s >= next).unwrap_or(next);
-    event.seq = Some(seq as u64);
-    let at = at.unwrap_or_else(|| {
-        let now = SystemTime::now();
-        event.time = Some(humantime::format_rfc3339_millis(now).to_string());
-        now
-    });
-    let body = serde_json::to_string(&event).map_err(|e| Error::Internal(format!("cannot encode an event: {e}")))?;
-    tx.execute(
-        "INSERT INTO events (seq, session, kind, token, at_ms, body, state) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        params![
-            seq,
-            event.session,
-            event.kind.as_str(),
-            event.token.map(|t| t.to_string()),
-            unix_ms(at) as i64,
-            body,
-            if delivered { 2 } else { 0 }
-        ],
-    )
-    .map_err(err(what_append))?;
-    Ok(event)
 }
 
 /// The seq of the oldest event of `session` of `kinds` that `holder` may take.

@@ -144,7 +144,7 @@ impl Store {
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
         let ended_at = rec.ended.as_ref().map(|e| e.at_ms as i64);
-        let text = super::tasks::to_json(rec)?;
+        let text = super::rows::to_json(rec)?;
         let changed = tx
             .execute(
                 "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4 WHERE token = ?1 AND ended_at_ms IS NULL",
@@ -156,7 +156,7 @@ impl Store {
         }
         let session = event.as_ref().map(|e| e.session.clone());
         if let Some(e) = event {
-            super::events::insert(&tx, e)?;
+            super::rows::insert(&tx, e)?;
         }
         // A question the task still waited on can no longer be answered.
         let withdrawn = Store::withdraw_questions(&tx, rec.token)?;
@@ -174,7 +174,7 @@ impl Store {
     /// upgrade (see `legacy`); its event comes in with that release's event log. The caller
     /// holds the task's lock.
     pub fn adopt_late_end(&self, t: Token) -> Result<Option<TaskRecord>> {
-        let Some((rec, file)) = super::legacy::late_record(self, t) else { return Ok(None) };
+        let Some((rec, file)) = super::legacy::late_record(&self.task_dir(t), t) else { return Ok(None) };
         self.record_end(&rec, None)?;
         let _ = fs::remove_file(file);
         self.read_record(t).map(Some)

@@ -10,15 +10,15 @@
 use std::collections::HashSet;
 use std::fs;
 use std::io::ErrorKind;
+use std::ops::Deref;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::db::{self, err};
-use super::files;
-use super::tasks::to_json;
-use super::{FileLock, Store};
+use super::rows::{insert_as, to_json};
+use super::{FileLock, files};
 use crate::error::{IoContext, Result};
 use crate::task::{Event, TaskRecord, TaskSpec, Token};
 
@@ -138,7 +138,7 @@ fn import_log(tx: &Connection, log: &Path, consumed: &HashSet<u64>) -> Result<()
         let Ok(event) = serde_json::from_slice::<Event>(line) else { continue };
         let delivered = event.seq.is_some_and(|s| consumed.contains(&s));
         let at = event.time.as_deref().and_then(|t| humantime::parse_rfc3339(t).ok());
-        super::events::insert_as(tx, event, at, delivered)?;
+        insert_as(tx, event, at, delivered)?;
     }
     Ok(())
 }
@@ -157,32 +157,35 @@ pub(super) fn remove_imported_files(home: &Path, imported: &Imported) {
 }
 
 /// The final record an earlier release's supervisor wrote in its file after the upgrade, if
-/// there is one, and where it is (to remove once it is taken in). The caller holds the task's
-/// lock.
-pub(super) fn late_record(store: &Store, t: Token) -> Option<(TaskRecord, PathBuf)> {
-    let path = store.task_dir(t).join("record.json");
+/// there is one, and where it is (to remove once it is taken in). `task_dir` is task `t`'s
+/// directory; the caller holds the task's lock.
+pub(super) fn late_record(task_dir: &Path, t: Token) -> Option<(TaskRecord, PathBuf)> {
+    let path = task_dir.join("record.json");
     let (rec, _) = read_json::<TaskRecord>(&path)?;
     (rec.token == t && rec.ended.is_some()).then_some((rec, path))
 }
 
-/// Take in events an earlier release's supervisor appended to `events/log.jsonl` after the
-/// upgrade (see `import_event_file`). Costs two `stat`s when there are none.
-pub(super) fn import_late_events(store: &Store) -> Result<()> {
-    let dir = store.home().join("events");
+/// Take in events an earlier release's supervisor appended to `events/log.jsonl` of `home`
+/// after the upgrade (see `import_event_file`), through the connection `db` opens; whether
+/// any were. Costs two `stat`s when there are none.
+pub(super) fn import_late_events<C: Deref<Target = Connection>>(
+    home: &Path,
+    db: impl FnOnce() -> Result<C>,
+) -> Result<bool> {
+    let dir = home.join("events");
     let (log, taking) = (dir.join("log.jsonl"), dir.join("importing.jsonl"));
     if fs::symlink_metadata(&log).is_err() && fs::symlink_metadata(&taking).is_err() {
-        return Ok(());
+        return Ok(false);
     }
     // The store first: opening it may migrate, which takes the same lock.
-    let conn = store.db()?;
-    let Some(_lock) = lock_events(store.home())? else { return Ok(()) };
+    let conn = db()?;
+    let Some(_lock) = lock_events(home)? else { return Ok(false) };
     let what = || format!("cannot take in {}", log.display());
     let tx = db::write_durably(&conn).map_err(err(what))?;
     import_event_file(&tx, &dir, &HashSet::new())?;
     tx.commit().map_err(err(what))?;
     let _ = fs::remove_file(&taking);
-    store.events().ring_all();
-    Ok(())
+    Ok(true)
 }
 
 fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Option<(T, String)> {

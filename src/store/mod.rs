@@ -1,11 +1,20 @@
 //! The home on disk: where each file lives, the database of records and events, locks, logs.
+//!
+//! Each file imports only files of the layers below its own (`tests/imports.rs` checks it):
+//! 1. `files`, `home` (the home directory), `schema`, `db` (SQL errors, write transactions)
+//! 2. `lock`, `atomic`, `logfile`, `rows` (records, specs and events as rows)
+//! 3. `legacy` (what earlier releases kept in files), then `connect` (opening the database)
+//! 4. `layout` (`Store`: where each file lives)
+//! 5. `events`, `pools`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
 
 mod atomic;
+mod connect;
 mod db;
 mod events;
 pub mod files;
 mod finish;
 mod home;
+mod layout;
 mod legacy;
 mod lock;
 pub mod logfile;
@@ -13,6 +22,7 @@ mod mcp_tasks;
 mod pages;
 mod pools;
 mod questions;
+mod rows;
 mod schema;
 mod tasks;
 
@@ -20,8 +30,8 @@ pub use atomic::{Durability, write_atomic};
 pub use events::{EventLog, Logged};
 pub use files::Refused;
 pub use home::resolve_home;
+pub use layout::Store;
 pub use lock::FileLock;
 pub use mcp_tasks::McpTask;
 pub use pages::Page;
 pub use pools::{Claim, WATCHERS};
-pub use tasks::Store;

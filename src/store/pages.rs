@@ -5,7 +5,7 @@ use rusqlite::params;
 
 use super::Store;
 use super::db::err;
-use super::tasks::from_json;
+use super::rows::from_json;
 use crate::error::Result;
 use crate::task::{Role, Status, TaskRecord, Token};
 

@@ -117,7 +117,7 @@ impl Store {
             .map_err(err(what))?;
         if (before as usize) < free {
             rec.queued = false;
-            let text = super::tasks::to_json(rec)?;
+            let text = super::rows::to_json(rec)?;
             tx.execute(WRITE_RECORD, params![rec.token.as_str(), text, rec.status().as_str()]).map_err(err(what))?;
             tx.commit().map_err(err(what))?;
             return Ok(Claim::Granted);

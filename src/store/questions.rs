@@ -69,7 +69,7 @@ impl Store {
         event.text = Some(text.to_owned());
         event.question_id = Some(q.id.clone());
         event.choices = choices.to_vec();
-        super::events::insert(&tx, event)?;
+        super::rows::insert(&tx, event)?;
         tx.commit().map_err(err(what))?;
         self.events().ring(session);
         // Whoever awaits the task watches its own bell.
