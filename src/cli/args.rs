@@ -139,11 +139,11 @@ pub enum Command {
   source <(agentctl completions zsh)                     in ~/.zshrc
   agentctl completions fish | source                     in ~/.config/fish/config.fish")]
     Completions(CompletionsArgs),
-    /// Print the man page (roff)
+    /// Print the man page (roff), or write one page per command into a directory
     #[command(after_help = "Examples:
-  agentctl man | man -l -
-  agentctl man > /usr/local/share/man/man1/agentctl.1")]
-    Man,
+  agentctl man --dir ~/.cargo/share/man/man1     then: man agentctl, man agentctl-ask, …
+  agentctl man | man -l -")]
+    Man(ManArgs),
     /// Internal: the per-task supervisor (started by ask/run)
     #[command(name = "__supervise", hide = true)]
     Supervise(TokenArgs),
@@ -274,6 +274,13 @@ pub enum Shell {
     Fish,
     Elvish,
     Powershell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write agentctl.1 and a page per command (agentctl-ask.1, …) into DIR, made if missing
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -3,6 +3,7 @@
 
 use std::ffi::OsStr;
 use std::io::Write;
+use std::path::Path;
 
 use clap::CommandFactory;
 use clap_complete::engine::CompletionCandidate;
@@ -35,9 +36,23 @@ pub fn script(shell: Shell, out: &mut dyn Write) -> Result<()> {
     shell.write_registration(VARIABLE, "agentctl", "agentctl", exe, out).ctx(|| "cannot write the script".into())
 }
 
+/// The commands the man pages describe: clap's own `help` command has no page of its own.
+fn manual() -> clap::Command {
+    Cli::command().disable_help_subcommand(true)
+}
+
 /// The man page (roff).
 pub fn man(out: &mut dyn Write) -> Result<()> {
-    clap_mangen::Man::new(Cli::command()).render(out).ctx(|| "cannot write the man page".into())
+    clap_mangen::Man::new(manual()).render(out).ctx(|| "cannot write the man page".into())
+}
+
+/// Write `agentctl.1` and a page per command (`agentctl-ask.1`, …: the names `agentctl.1`
+/// lists) into `dir`, made if missing; what was written, in a line.
+pub fn man_pages(dir: &Path) -> Result<String> {
+    std::fs::create_dir_all(dir).ctx(|| format!("cannot create {}", dir.display()))?;
+    clap_mangen::generate_to(manual(), dir).ctx(|| format!("cannot write the man pages into {}", dir.display()))?;
+    let commands = manual().get_subcommands().filter(|c| !c.is_hide_set()).count();
+    Ok(format!("wrote agentctl.1 and {commands} pages agentctl-COMMAND.1 to {}", dir.display()))
 }
 
 /// The tokens of the home (`$AGENTCTL_HOME` or the default: the shell's line is not parsed)

@@ -290,8 +290,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         // A view of an empty home waits for its first task.
         Command::Top => super::top::run(&Store::open(&home)?).await,
-        Command::Man => {
-            super::complete::man(&mut std::io::stdout().lock())?;
+        Command::Man(m) => {
+            match m.dir {
+                Some(dir) => println!("{}", super::complete::man_pages(&dir)?),
+                None => super::complete::man(&mut std::io::stdout().lock())?,
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

@@ -1,6 +1,7 @@
 //! What people expect of a command-line tool: completions (the home's tokens too), a man page,
 //! help with examples.
 
+use std::path::Path;
 use std::process::Command;
 
 use crate::common::{BIN, Home};
@@ -72,6 +73,52 @@ fn the_man_page_renders_and_help_shows_examples() {
     }
     let help = h.run(&["status", "--help"], 0).stdout;
     assert!(help.contains("<TOKEN>  The task's token"), "{help}");
+}
+
+/// The README's line that installs the man pages, run as a new user would (a fresh HOME, agentctl
+/// in ~/.cargo/bin as `scripts/install` puts it): `man` then finds agentctl's page and one for
+/// every command that page names.
+#[test]
+fn the_readmes_man_pages_install_on_a_fresh_home_and_name_only_pages_that_exist() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let line = readme.lines().find(|l| l.starts_with("agentctl man --dir")).expect("README.md installs the man pages");
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join(".cargo/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(BIN, bin.join("agentctl")).unwrap();
+    let user = |program: &str, args: &[&str]| {
+        Command::new(program)
+            .args(args)
+            .env_clear()
+            .env("HOME", home.path())
+            .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", bin.display()))
+            .env("MANPAGER", "cat")
+            .env("MANWIDTH", "80")
+            .output()
+            .unwrap()
+    };
+    let install = user("bash", &["-c", line]);
+    assert!(install.status.success(), "{line}: {}", String::from_utf8_lossy(&install.stderr));
+    let page = |name: &str| {
+        let out = user("man", &[name]);
+        assert!(out.status.success(), "man {name} after `{line}`: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let top = page("agentctl");
+    let named: Vec<&str> = top.split_whitespace().filter_map(|w| w.strip_suffix("(1)")).collect();
+    for cmd in ["ask", "await", "halt", "list", "status", "logs", "prune", "mcp", "man"] {
+        assert!(
+            named.contains(&format!("agentctl-{cmd}").as_str()),
+            "agentctl(1) does not name agentctl-{cmd}: {named:?}"
+        );
+    }
+    assert!(!named.iter().any(|n| n.ends_with("-help") || n.contains("__")), "{named:?}");
+    for name in named {
+        let text = page(name);
+        assert!(text.contains("NAME") && text.contains(name), "man {name}:\n{text}");
+    }
+    let ask = page("agentctl-ask");
+    assert!(ask.contains("--worktree") && ask.contains("QUESTION"), "{ask}");
 }
 
 /// `agentctl ARGS` on a terminal (a pty made by `script`) `columns` wide, with `env` set: what
