@@ -5,6 +5,7 @@ mod complete;
 mod dispatch;
 mod log_json;
 mod progress;
+mod reference;
 mod render;
 mod roles;
 mod table;
@@ -13,3 +14,4 @@ mod top;
 mod usage;
 
 pub use dispatch::main;
+pub use reference::commands_markdown;
