@@ -7,7 +7,7 @@ fn main() {
     let path = std::env::args().nth(1).expect("usage: summarize FILE");
     let mut file = std::fs::File::open(&path).expect("cannot open the log");
     let t = Instant::now();
-    let summary = agentctl::summary::summarize(&mut file, agentctl::summary::DEFAULT_CAP, &Default::default())
+    let summary = agentctl::agent::summarize(&mut file, agentctl::summary::DEFAULT_CAP, &Default::default())
         .expect("cannot read the log");
     let ms = t.elapsed().as_secs_f64() * 1000.0;
     // SAFETY: getrusage fills the struct it is given.

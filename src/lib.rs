@@ -16,6 +16,7 @@
 //! - [`task`] holds the pure domain (tokens, roles, specs, statuses, outcomes, templates)
 //! - [`store`] holds the home on disk (layout, atomic records, locks, logs)
 //! - [`summary`] turns a log tail into a summary
+//! - [`agent`] knows each agent CLI (kiro-cli, Claude Code, Gemini CLI, Codex…): where its answer is
 //! - [`supervisor`] launches the per-task supervisor and is its life
 //! - [`agents`] reads `agents.toml`
 //! - [`ops`] holds the operations, shared by every front-end
@@ -23,6 +24,7 @@
 //! - [`mcp`] is the MCP server, over the same `ops`
 //! - [`worktree`] gives tasks git worktrees of their own and counts what they changed
 
+pub mod agent;
 pub mod agents;
 pub mod cli;
 pub mod error;

@@ -62,13 +62,14 @@ impl Store {
             Some(f) => f.clone(),
             None => self.read_spec(t).map(|s| s.result).unwrap_or_default(),
         };
-        // The agent's own answer file, when it wrote one; else what its output says.
-        let answer = match from {
-            ResultFrom::File => logfile::answer_file(&self.result_path(&rec.role, t)).unwrap_or_else(|e| {
+        // The agent's own answer file, when its kind writes one and it did; else what its
+        // output says.
+        let answer = match crate::agent::of(&from).answer_in_file() {
+            true => logfile::answer_file(&self.result_path(&rec.role, t)).unwrap_or_else(|e| {
                 notes.push(format!("cannot read the answer file: {}", files::describe(&e)));
                 None
             }),
-            _ => None,
+            false => None,
         };
         let log_path = self.log_path(&rec.role, t);
         let read = match (log, &answer) {

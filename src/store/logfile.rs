@@ -5,7 +5,7 @@ use std::io::{self, ErrorKind, Read, Seek, SeekFrom};
 use std::path::Path;
 
 use super::files::{self, Access};
-use crate::summary::{DEFAULT_CAP, summarize};
+use crate::summary::{DEFAULT_CAP, Tail, read_answer};
 use crate::task::ResultFrom;
 
 /// Counts the lines of a log as it grows, reading each byte once (a last line without `\n`
@@ -147,7 +147,9 @@ pub fn summary_and_lines(path: &Path, from: &ResultFrom, start: u64) -> io::Resu
 /// when it wrote nothing there.
 pub fn answer_file(path: &Path) -> io::Result<Option<String>> {
     match files::open(path, Access::Read) {
-        Ok(mut f) => summarize(&mut f, DEFAULT_CAP, &ResultFrom::Output).map(|s| (!s.is_empty()).then_some(s)),
+        Ok(mut f) => {
+            read_answer(&mut f, DEFAULT_CAP, |tail: &Tail<'_>| tail.output()).map(|s| (!s.is_empty()).then_some(s))
+        }
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e),
     }
@@ -172,9 +174,8 @@ pub fn summary_of(
     start: u64,
     end: Option<u64>,
 ) -> io::Result<(String, u64)> {
-    // An answer file the agent did not write: its output stands in, whole.
-    let from = if *from == ResultFrom::File { &ResultFrom::Output } else { from };
-    let summary = summarize(&mut Part { file: f, start, end: end.unwrap_or(u64::MAX), at: 0 }, DEFAULT_CAP, from)?;
+    let part = &mut Part { file: f, start, end: end.unwrap_or(u64::MAX), at: 0 };
+    let summary = crate::agent::summarize(part, DEFAULT_CAP, from)?;
     let lines = match known {
         Some(n) => n,
         None => count_lines(&mut f)?,

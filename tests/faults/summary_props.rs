@@ -4,7 +4,8 @@
 use std::io::{Cursor, Read, Seek, SeekFrom, Write};
 use std::time::{Duration, Instant};
 
-use agentctl::summary::{DEFAULT_CAP, summarize};
+use agentctl::agent::summarize;
+use agentctl::summary::DEFAULT_CAP;
 
 /// xorshift64*: a seeded generator, so a failure can be replayed.
 struct Rng(u64);

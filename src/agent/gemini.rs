@@ -1,0 +1,42 @@
+//! Gemini CLI (`gemini -p … --output-format json`, `result = "json:response"`): its answer is
+//! the `response` field of the JSON object it prints last.
+
+use super::{Agent, json};
+use crate::summary::{Found, Tail};
+use crate::task::ResultFrom;
+
+/// The field of Gemini CLI's JSON output that holds its answer.
+const FIELD: &str = "response";
+
+/// Gemini CLI.
+pub struct Gemini;
+
+/// Gemini CLI for `result = "json:response"`.
+pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
+    matches!(result, ResultFrom::Json(f) if f == FIELD).then(|| Box::new(Gemini) as Box<dyn Agent>)
+}
+
+impl Agent for Gemini {
+    fn name(&self) -> &'static str {
+        "gemini"
+    }
+
+    fn answer(&self, tail: &Tail<'_>) -> Found {
+        json::answer_at(tail, FIELD)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use super::*;
+    use crate::summary::{DEFAULT_CAP, read_answer};
+
+    #[test]
+    fn a_recorded_run_gives_exactly_its_answer() {
+        let log = include_bytes!("../../fixtures/transcripts/gemini.log");
+        let answer = read_answer(&mut Cursor::new(log), DEFAULT_CAP, |tail| Gemini.answer(tail)).unwrap();
+        assert_eq!(answer, include_str!("../../fixtures/transcripts/answer.md").trim_end());
+    }
+}
