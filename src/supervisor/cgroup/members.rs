@@ -2,17 +2,17 @@
 //! counting, signalling, killing them all, what they use and what their limits did.
 
 use std::fs::{self, File};
-use std::io::ErrorKind;
+use std::io::{self, ErrorKind};
 use std::os::fd::AsFd;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::signal::Signal;
 use rustix::process::{PidfdFlags, pidfd_open};
 
-use super::make::{TASKS_DIR, is_task_name, remove_tree, write_to};
+use super::hierarchy::{TASKS_DIR, is_task_name, write_to};
 use crate::supervisor::unix::pidfd_send;
 use crate::task::{Bytes, Limits, TaskCgroup, Token};
 
@@ -159,6 +159,21 @@ pub fn remove(cg: &TaskCgroup) {
         if let Some(tasks) = dir.parent() {
             let _ = fs::remove_dir(tasks);
         }
+    }
+}
+
+/// Remove cgroup `dir` and any it holds, deepest first; fails on one with processes.
+pub(super) fn remove_tree(dir: &Path) -> io::Result<()> {
+    if let Ok(entries) = fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_tree(&e.path())?;
+            }
+        }
+    }
+    match fs::remove_dir(dir) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
     }
 }
 

@@ -5,10 +5,12 @@
 //! hierarchy; limits go to v2 controllers where they can be enabled, else (a hybrid host, whose
 //! memory, cpu and pids controllers are v1) to each controller's v1 hierarchy.
 
+mod hierarchy;
 mod make;
 mod members;
 
-pub use make::{MODE_VARIABLE, Made, NoCgroup, create, leave_task_cgroups, mode_refuses};
+pub use hierarchy::leave_task_cgroups;
+pub use make::{MODE_VARIABLE, Made, NoCgroup, create, mode_refuses};
 pub use members::{
     Counters, Events, Usage, contains, counters, is_tasks, join_files, kill, kill_and_wait, limits_reached, populated,
     procs, remove, resident, signal_all, usage,
