@@ -57,7 +57,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     };
     // A Slurm job is ended by its id and name, which no other job has.
     let note = match written.slurm_job {
-        Some(job) => format!("{note}; {}", crate::supervisor::slurm::cancel_for_task(store, token, job)),
+        Some(job) => format!("{note}; {}", crate::supervisor::backend::slurm::cancel_for_task(store, token, job)),
         None => note,
     };
     if let Err(e) = store.finish(&mut rec, Outcome::Lost, Some(note), None, None) {

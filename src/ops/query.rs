@@ -19,7 +19,7 @@ use crate::task::{Role, Status, TaskRecord, Token};
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     let mut rec = refresh(store, token)?;
     let slurm = rec.slurm_job.map(|id| {
-        let known = crate::supervisor::slurm::of_task(store, token).and_then(|(slurm, _)| slurm.describe(id));
+        let known = crate::supervisor::backend::slurm::of_task(store, token).and_then(|(slurm, _)| slurm.describe(id));
         known.unwrap_or(crate::task::SlurmJob { job_id: id, ..Default::default() })
     });
     // Slurm's word now over its supervisor's last look at a pending job (made less often as

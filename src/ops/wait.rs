@@ -264,7 +264,7 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
         // Its srun went with the rest; the job it submitted goes by its id.
         if let Some(job) = written.slurm_job {
             let store = store.clone();
-            let cancel = move || crate::supervisor::slurm::cancel_for_task(&store, token, job);
+            let cancel = move || crate::supervisor::backend::slurm::cancel_for_task(&store, token, job);
             if let Ok(cancelled) = tokio::task::spawn_blocking(cancel).await {
                 note.push_str(&format!("; {cancelled}"));
             }

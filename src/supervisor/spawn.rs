@@ -1,5 +1,4 @@
-//! The one step that starts an agent process. Another backend (remote execution) would stand
-//! beside this function and keep the rest of the supervisor.
+//! The one step that starts a run's process (the agent, or what its backend runs it through).
 //!
 //! The agent is started the way `posix_spawn` starts a program: a child that shares our memory
 //! (`CLONE_VM | CLONE_VFORK`) on a stack of its own, doing only system calls until it executes
@@ -19,6 +18,7 @@ use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
+use super::backend::Backend;
 use crate::task::{TaskCgroup, TaskSpec};
 
 /// Start the agent in its own process group (and `cgroup`), output to `log`, nothing else
@@ -27,10 +27,11 @@ pub(super) fn spawn_agent(
     log: &File,
     spec: &TaskSpec,
     cgroup: Option<&TaskCgroup>,
+    backend: &dyn Backend,
 ) -> std::result::Result<Pid, String> {
     let name = &spec.argv[0];
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-    let exec = Exec::new(spec).map_err(|e| format!("cannot run `{name}`: {e}"))?;
+    let exec = Exec::new(spec, backend).map_err(|e| format!("cannot run `{name}`: {e}"))?;
     let joins = cgroup.map(super::cgroup::join_files).transpose()?.unwrap_or_default();
     let mut join = [-1; MAX_JOINS];
     for (slot, f) in join.iter_mut().zip(&joins) {
@@ -226,7 +227,7 @@ struct Exec {
 }
 
 impl Exec {
-    fn new(spec: &TaskSpec) -> io::Result<Exec> {
+    fn new(spec: &TaskSpec, backend: &dyn Backend) -> io::Result<Exec> {
         let c = |bytes: &[u8]| {
             CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
         };
@@ -241,11 +242,7 @@ impl Exec {
                 env.remove(OsStr::new(v));
             }
         }
-        if matches!(spec.backend, crate::task::Backend::Slurm { .. }) {
-            // A launcher inside a Slurm job (an agent on a node, a batch script): the task's
-            // job is its own, not a step of that one.
-            env.retain(|k, _| !k.to_str().is_some_and(crate::task::is_allocation_variable));
-        }
+        backend.environment(&mut env);
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
         let args = spec.argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env

@@ -85,7 +85,7 @@ pub fn is_allocation_variable(name: &str) -> bool {
 }
 
 /// A pending job's reason before Slurm has given one.
-const NOT_SCHEDULED: &str = "not scheduled yet";
+pub const NOT_SCHEDULED: &str = "not scheduled yet";
 
 impl SlurmSettings {
     /// These settings over `under`'s (a pool's): each one set here wins; the arguments of both

@@ -13,7 +13,7 @@ mod spec;
 mod template;
 mod token;
 
-pub use backend::{Backend, BackendKind, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
+pub use backend::{Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
 pub use containment::{Bytes, Containment, Limits, TaskCgroup};
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};

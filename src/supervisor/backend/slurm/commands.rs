@@ -12,8 +12,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::store::Store;
-use crate::task::{Backend, SlurmEnd, SlurmJob, TaskSpec, Token};
+use crate::task::{SlurmEnd, SlurmJob, TaskSpec};
 
 /// What `squeue` is asked to print of a job: id, state, reason, node, start time (in seconds
 /// since the epoch, by `SLURM_TIME_FORMAT`), name (last: it may hold a `|`).
@@ -29,15 +28,15 @@ const ANSWER_IN: Duration = Duration::from_secs(15);
 /// Slurm's commands of a task: those beside the `srun` that submitted its job (a template's
 /// PATH may name a Slurm that the caller's does not), else those on PATH, with the task's
 /// variables (its template's `SLURM_CONF`, say) as srun had them.
-pub struct Slurm {
+pub struct Commands {
     dir: Option<PathBuf>,
     env: BTreeMap<String, String>,
 }
 
-impl Slurm {
+impl Commands {
     /// The commands of the task whose spec is `spec`.
-    pub fn of(spec: &TaskSpec) -> Slurm {
-        Slurm { dir: spec.program.as_deref().and_then(Path::parent).map(Path::to_owned), env: spec.env.clone() }
+    pub fn of(spec: &TaskSpec) -> Commands {
+        Commands { dir: spec.program.as_deref().and_then(Path::parent).map(Path::to_owned), env: spec.env.clone() }
     }
 
     /// The job named `name`, once Slurm lists it among the user's (srun submits it as it
@@ -133,37 +132,6 @@ impl Slurm {
         };
         c.envs(&self.env);
         c
-    }
-}
-
-/// Task `token`'s Slurm commands and job name, as its spec says (`None`: a local task).
-pub fn of_task(store: &Store, token: Token) -> Option<(Slurm, String)> {
-    let spec = store.read_spec(token).ok()?;
-    match &spec.backend {
-        Backend::Slurm { job_name } => Some((Slurm::of(&spec), job_name.clone())),
-        Backend::Local => None,
-    }
-}
-
-/// Cancel Slurm job `id` of task `token`, whose supervisor is gone (the id its lock file
-/// gives): what to note of it.
-pub fn cancel_for_task(store: &Store, token: Token, id: u64) -> String {
-    let Some((slurm, name)) = of_task(store, token) else {
-        return format!("its Slurm job {id} was left: the task's spec cannot be read; run `scancel {id}`");
-    };
-    match slurm.cancel(id, &name, false) {
-        // scancel says nothing of an id whose job has another name: it is spared.
-        Ok(()) => match slurm.describe(id) {
-            Some(job) if job.name != name => {
-                format!("its Slurm job {id} was gone: Slurm has given the id to another job (left alone)")
-            }
-            _ => format!("its Slurm job {id} was cancelled"),
-        },
-        Err(why) => match slurm.describe(id) {
-            Some(job) if !job.is_active() => format!("its Slurm job {id} had ended ({})", job.state.to_lowercase()),
-            None if why.contains("Invalid job id") => format!("its Slurm job {id} had ended"),
-            _ => format!("its Slurm job {id} could not be cancelled ({why}); run `scancel {id}`"),
-        },
     }
 }
 

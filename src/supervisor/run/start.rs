@@ -1,0 +1,267 @@
+//! A supervisor's start: from its fork to the agent's first run (its place in its pool, its
+//! cgroup, its backend, the start reported to the launcher), or the record of why it could not.
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use nix::sys::signal::{SigSet, Signal};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
+use nix::unistd::{ForkResult, fork};
+
+use super::{Contained, Supervisor};
+use crate::error::{IoContext, Result};
+use crate::store::Store;
+use crate::supervisor::backend;
+use crate::supervisor::cgroup::{self, NoCgroup};
+use crate::supervisor::clients::Clients;
+use crate::supervisor::launch::{LOCK_FD, report, started_report};
+use crate::supervisor::lock::Lock;
+use crate::supervisor::logwatch::LogWatch;
+use crate::supervisor::queue::{Waited, wait_for_place};
+use crate::supervisor::reach::own_id;
+use crate::supervisor::spawn::{AGENT_NOFILE, spawn_agent};
+use crate::supervisor::strays::Strays;
+use crate::supervisor::unix::{close_fds_from, name_supervisor};
+use crate::task::{Containment, Outcome, Started, TaskRecord, TaskSpec, Token, unix_ms};
+
+/// Entry point of `agentctl __supervise TOKEN`. Must run while the process has one thread.
+pub fn supervise(home: &Path, token: Token) -> ExitCode {
+    name_supervisor();
+    // SAFETY: the process is single-threaded here (no runtime has been started).
+    match unsafe { fork() } {
+        // SAFETY: _exit skips destructors that would flush the start-report pipe twice.
+        Ok(ForkResult::Parent { .. }) => unsafe { libc::_exit(0) },
+        Ok(ForkResult::Child) => {}
+        Err(e) => {
+            report(&format!("error cannot fork the supervisor: {e}"));
+            return ExitCode::from(70);
+        }
+    }
+    match Store::at(home) {
+        Ok(store) => serve(store, Task::Recorded(token)),
+        Err(e) => {
+            report(&format!("error {e}"));
+            ExitCode::from(70)
+        }
+    }
+}
+
+/// The task a supervisor starts with.
+pub(in crate::supervisor) enum Task {
+    /// Saved by its launcher (the MCP server, which keeps its store open).
+    Recorded(Token),
+    /// Not saved yet: the launcher that forked this supervisor (the CLI) left the store to it,
+    /// so that a start opens the store once, and the supervisor keeps that connection.
+    Unsaved(Box<(TaskRecord, TaskSpec)>),
+}
+
+/// The supervisor's whole life, in a detached process whose stdout is the start-report pipe and
+/// whose descriptor 3 holds the task's lock.
+pub(in crate::supervisor) fn serve(store: Store, task: Task) -> ExitCode {
+    match Supervisor::start(store, task) {
+        Ok(Some(mut sup)) => {
+            sup.run();
+            ExitCode::SUCCESS
+        }
+        Ok(None) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&format!("error {e}"));
+            ExitCode::from(70)
+        }
+    }
+}
+
+impl Supervisor {
+    /// Set up, spawn the agent and report to the launcher. `None` when the agent could not start
+    /// (recorded as failed and reported).
+    pub(super) fn start(store: Store, task: Task) -> Result<Option<Supervisor>> {
+        let token = match &task {
+            Task::Unsaved(given) => given.0.token,
+            Task::Recorded(token) => *token,
+        };
+        // SAFETY: the launcher placed the task's locked lock file on this descriptor.
+        let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
+        nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+            .ctx(|| "the supervisor was started without its lock".into())?;
+        close_fds_from(LOCK_FD + 1);
+        // Who we are, in the lock file, before any process of the task exists.
+        let id = own_id();
+        let mut lock = Lock::new(lock, id);
+        raise_fd_limit();
+        redirect_stderr(&store.task_dir(token).join("supervisor.err"));
+        // Started by an agent: out of its task's cgroup, as its own task is not part of that one
+        // (whose halt would end it too, and which the end notes).
+        let stayed = cgroup::leave_task_cgroups().err();
+        if let Some(why) = &stayed {
+            eprintln!("agentctl supervisor: {why}");
+        }
+        nix::sys::prctl::set_child_subreaper(true).ctx(|| "cannot become a child subreaper".into())?;
+
+        let mut mask = SigSet::empty();
+        for s in [Signal::SIGCHLD, Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            mask.add(s);
+        }
+        mask.thread_block().ctx(|| "cannot block signals".into())?;
+        let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
+            .ctx(|| "cannot create a signalfd".into())?;
+
+        let (mut rec, spec) = match task {
+            Task::Unsaved(given) => match store.insert_task(&given.0, &given.1) {
+                Ok(queued) => {
+                    let (mut rec, spec) = *given;
+                    rec.queued = queued;
+                    (rec, spec)
+                }
+                Err(e) => {
+                    // Nothing of the task exists: its launcher removes what it made.
+                    report(&format!("unsaved {}", e.to_line()));
+                    return Ok(None);
+                }
+            },
+            Task::Recorded(token) => (store.read_record(token)?, store.read_spec(token)?),
+        };
+        let socket_path = store.socket_path(token);
+        let mut clients = match Clients::listen(&socket_path) {
+            Ok(l) => l,
+            Err(e) => {
+                refuse_start(&store, &mut rec, &spec, format!("cannot listen on {}: {e}", socket_path.display()))?;
+                return Ok(None);
+            }
+        };
+        // Its place in its pool first; a halt while it waits ends it without a run.
+        // Its deadline counts from its start.
+        match wait_for_place(&store, &mut rec, &spec, &signals, &mut clients, None) {
+            Ok(Waited::Placed) => {}
+            Ok(waited @ (Waited::Halted(_) | Waited::Expired)) => {
+                let (outcome, why) = match waited {
+                    Waited::Halted(why) => (Outcome::Cancelled { exit_code: None, signal: None }, why),
+                    _ => (Outcome::Expired { exit_code: None, signal: None }, "its deadline passed".to_owned()),
+                };
+                if let Err(e) = store.finish(&mut rec, outcome, Some(why), None, Some(&spec.result)) {
+                    eprintln!("cannot record the end of task {token}: {e}");
+                }
+                let _ = std::fs::remove_file(&socket_path);
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+            Err(e) => {
+                let _ = std::fs::remove_file(&socket_path);
+                refuse_start(&store, &mut rec, &spec, format!("cannot wait for a place in its pool: {e}"))?;
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+        }
+
+        let (containment, contained) = match cgroup::create(token, std::process::id(), &spec.limits) {
+            Ok(made) => {
+                // Beside our id in the lock file: whoever finds us dead ends the task through it.
+                lock.mark(|note| note.cgroup = Some(made.cgroup.clone()));
+                let containment = Containment::Cgroup { cgroup: made.cgroup.clone(), limits: spec.limits.clone() };
+                let events = cgroup::Events::open(&made.cgroup);
+                // A new cgroup's limits have done nothing yet.
+                let since = cgroup::Counters::default();
+                let strays = Strays::of(id, made.cgroup.clone());
+                (containment, Some(Contained { since, made, events, strays }))
+            }
+            Err(NoCgroup::Fallback(why)) => (Containment::ProcessGroup { why }, None),
+            Err(NoCgroup::Refused(why)) => {
+                let _ = std::fs::remove_file(&socket_path);
+                refuse_start(&store, &mut rec, &spec, format!("cannot contain the task: {why}"))?;
+                clients.answer(|_| true);
+                return Ok(None);
+            }
+        };
+        rec.containment = Some(containment);
+        let backend = backend::of(&spec);
+        backend.at_start(&mut rec);
+        let log_path = store.log_path(&rec.role, rec.token);
+        let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
+        let spawned = match opened {
+            Ok((output, log)) => {
+                let cgroup = contained.as_ref().map(|c| &c.made.cgroup);
+                spawn_agent(&output, &spec, cgroup, &*backend).map(|pid| (pid, log))
+            }
+            Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
+        };
+        let (child, log) = match spawned {
+            Ok(started) => started,
+            Err(msg) => {
+                let _ = std::fs::remove_file(&socket_path);
+                if let Some(c) = &contained {
+                    cgroup::remove(&c.made.cgroup);
+                }
+                refuse_start(&store, &mut rec, &spec, msg)?;
+                return Ok(None);
+            }
+        };
+        let started = Started {
+            pid: child.as_raw(),
+            supervisor_pid: std::process::id() as i32,
+            sid: nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0),
+            at_ms: unix_ms(SystemTime::now()),
+        };
+        rec.started = Some(started.clone());
+        store.write_record(&rec)?;
+        report(&started_report(&started));
+        // Nothing more for the launcher: close our end by pointing stdout at /dev/null.
+        if let Ok(null) = File::options().write(true).open("/dev/null") {
+            let _ = nix::unistd::dup2_stdout(null);
+        }
+        let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
+        let mut sup = Supervisor {
+            store,
+            rec,
+            spec,
+            backend,
+            signals,
+            clients,
+            child,
+            contained,
+            pending: None,
+            deadline_held: false,
+            deadline,
+            stop: None,
+            note: stayed,
+            kill_at: None,
+            killed: false,
+            log,
+            lock,
+        };
+        sup.run_started();
+        Ok(Some(sup))
+    }
+}
+
+/// Record that the agent could not be started, then tell the launcher why (the record is
+/// final by the time the launcher returns).
+fn refuse_start(store: &Store, rec: &mut TaskRecord, spec: &TaskSpec, error: String) -> Result<()> {
+    let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) };
+    let saved = store.finish(rec, outcome, None, None, Some(&spec.result));
+    report(&format!("error {error}"));
+    saved
+}
+
+/// Take the descriptor limit up to its hard maximum: each waiting client holds one descriptor,
+/// and a thousand waiters must not leave a halt unable to connect. (The agent gets the limit
+/// it would have had: see `spawn`.)
+fn raise_fd_limit() {
+    // SAFETY: getrlimit/setrlimit on this process with a limit struct we own.
+    unsafe {
+        let mut limit: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max {
+            AGENT_NOFILE.store(limit.rlim_cur, std::sync::atomic::Ordering::Relaxed);
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+fn redirect_stderr(path: &Path) {
+    if let Ok(f) = OpenOptions::new().append(true).create(true).mode(0o600).custom_flags(libc::O_NOFOLLOW).open(path) {
+        let _ = nix::unistd::dup2_stderr(f);
+    }
+}
