@@ -14,10 +14,7 @@ use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{
-    Backend, BackendKind, PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration,
-    unix_ms,
-};
+use crate::task::{PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
 /// further to fit a terminal.
@@ -111,7 +108,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let nested = super::events::enclosing_token().is_some();
     // Its limits hold in any case.
     let pool_limits = agents.pool_limits(&pool_name);
-    let (pool_backend, pool_slurm) = agents.pool_backend(&pool_name);
+    // The template's choice, else its pool's (a nested task's too).
+    let backend = supervisor::backend::prepare(&template, agents.pool_backend(&pool_name));
     let chosen_by = match template.backend {
         Some(_) => String::new(),
         None => format!(" in [pools.{pool_name}]"),
@@ -141,20 +139,14 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         token: "000000",
     })?;
     let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
-    // A Slurm job's agent runs on a node of the cluster: here, srun must be found. The
-    // template's choice, else its pool's (a nested task's too).
-    let (local, slurm) = match template.backend.or(pool_backend).unwrap_or_default() {
-        BackendKind::Local => (probe[0].as_str(), None),
-        BackendKind::Slurm => ("srun", Some(template.slurm.clone().unwrap_or_default().over(&pool_slurm))),
-    };
+    // The agent's own command, or what runs it elsewhere (srun), must be found here.
+    let local = backend.program(&probe[0]);
     let Some(program) = find_program(local, &cwd, &path_var) else {
-        return Err(Error::LaunchFailed(match slurm {
-            None => format!("command `{local}` was not found or is not executable; {source}"),
-            Some(_) => format!(
-                "{place} runs its agent on Slurm (backend = \"slurm\"{chosen_by}), and `srun` was not found on PATH; \
-                 install Slurm's client commands (slurm-client), or set backend = \"local\""
-            ),
-        }));
+        return Err(Error::LaunchFailed(
+            backend
+                .missing(&place, &chosen_by)
+                .unwrap_or_else(|| format!("command `{local}` was not found or is not executable; {source}")),
+        ));
     };
 
     // Everything is checked: only now is anything created.
@@ -180,11 +172,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
         if let Some(path) = super::own_path::agent_path(store, &path_var, &cwd) {
             env.insert("PATH".into(), path);
         }
-        // The cluster the launcher's srun would reach: the task's job is reached there later
-        // too, from whatever shell asks (`status`, a halt, the lost path).
-        if let (Some(_), Ok(conf)) = (&slurm, std::env::var("SLURM_CONF")) {
-            env.entry("SLURM_CONF".into()).or_insert(conf);
-        }
+        backend.environment(&mut env);
         let preview = match &req.what {
             What::Ask { question, .. } => one_line_preview(question, PREVIEW),
             What::Run { argv, .. } => one_line_preview(&shell_words(argv), PREVIEW),
@@ -197,19 +185,9 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             }
             None => (None, cwd.clone()),
         };
-        // Unique beyond this home (tokens are six hex digits; squeue and scancel go by name
-        // among all of the user's jobs).
-        let job_name = format!("agentctl-{token}-{:08x}", crate::task::random_u64() as u32);
         // In its worktree, if it has one.
-        let (argv, backend) = match &slurm {
-            None => (argv, Backend::Local),
-            Some(s) => {
-                let srun = program.to_string_lossy();
-                let dir = cwd.to_string_lossy();
-                let deadline_ms = deadline.map(|d| d.as_millis() as u64);
-                (s.srun_argv(&srun, &job_name, &dir, deadline_ms, &argv), Backend::Slurm { job_name })
-            }
-        };
+        let deadline_ms = deadline.map(|d| d.as_millis() as u64);
+        let (argv, backend) = backend.command(argv, &program, token, &cwd, deadline_ms);
         let spec = TaskSpec {
             argv,
             program: Some(program.clone()),

@@ -1,7 +1,9 @@
-//! Where a task's agent runs, as its supervisor sees it: one interface, [`Backend`], with one
-//! module per place (`local`: here; `slurm`: a job step that `srun` starts), chosen from the
-//! task's spec in one place, [`of`]. The supervisor's loop holds a `Box<dyn Backend>` and never
-//! names one. `docs/backends.md` tells how to add one.
+//! Where a task's agent runs: one module per place (`local`: here; `slurm`: a job step that
+//! `srun` starts), each with two faces, chosen in this file only. [`Prepare`], from the
+//! template's (or its pool's) `backend`, is what the launcher asks as it makes the task: the
+//! command its runs' process runs, recorded in the task's spec. [`Backend`], from that spec
+//! ([`of`]), is what the supervisor's loop asks as the task runs: the loop holds a
+//! `Box<dyn Backend>` and never names one. `docs/backends.md` tells how to add one.
 //!
 //! Each run of the agent is one process here, which the loop supervises as it would the agent
 //! itself (its output is the log, its exit the run's end, its process group and cgroup what a
@@ -15,12 +17,49 @@ pub mod slurm;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::Path;
 
 use nix::unistd::Pid;
 
 use super::lock::Lock;
 use crate::store::Store;
-use crate::task::{Outcome, TaskRecord, TaskSpec};
+use crate::task::{self, BackendKind, Outcome, SlurmSettings, TaskRecord, TaskSpec, Template, Token};
+
+/// Where a new task's agent will run, as its launcher makes the task.
+pub trait Prepare {
+    /// The program the launcher must find here: the agent's own (`agent`), or what runs it
+    /// elsewhere (`srun`).
+    fn program<'a>(&'a self, agent: &'a str) -> &'a str;
+
+    /// What to tell the user when that program is not found, for the task of `place` whose
+    /// backend its template chose, or its pool (`chosen_by`). `None`: it was the agent's own.
+    fn missing(&self, place: &str, chosen_by: &str) -> Option<String>;
+
+    /// Add to the task's environment what it keeps of the launcher's, for its runs and for
+    /// whoever asks of them later (Slurm: the cluster `SLURM_CONF` names).
+    fn environment(&self, env: &mut BTreeMap<String, String>);
+
+    /// The command the run's process runs for the agent's `argv` (with `program`, found here,
+    /// first), in `cwd`, within `deadline_ms`; and the backend as the task's spec keeps it.
+    fn command(
+        &self,
+        argv: Vec<String>,
+        program: &Path,
+        token: Token,
+        cwd: &Path,
+        deadline_ms: Option<u64>,
+    ) -> (Vec<String>, task::Backend);
+}
+
+/// The backend a new task's `template` chose, else its pool's (`pool`: its `backend` and
+/// Slurm options): the one place that knows them all, as the task is made.
+pub fn prepare(template: &Template, pool: (Option<BackendKind>, SlurmSettings)) -> Box<dyn Prepare> {
+    let (pool_kind, pool_slurm) = pool;
+    match template.backend.or(pool_kind).unwrap_or_default() {
+        BackendKind::Local => Box::new(local::Local),
+        BackendKind::Slurm => Box::new(slurm::Submit(template.slurm.clone().unwrap_or_default().over(&pool_slurm))),
+    }
+}
 
 /// Where a task's agent runs: what the supervisor's loop asks of it. The loop calls each method
 /// at one point of a run's life, in this order.
@@ -109,7 +148,7 @@ pub(super) fn add_note(note: &mut Option<String>, more: String) {
     });
 }
 
-/// The backend the task's spec names: the one place that knows them all.
+/// The backend the task's spec names: the one place that knows them all, as the task runs.
 pub(super) fn of(spec: &TaskSpec) -> Box<dyn Backend> {
     use crate::task::Backend as Place;
     match &spec.backend {

@@ -3,12 +3,38 @@
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::Path;
 
-use super::{Backend, Look, Run};
-use crate::task::{Outcome, TaskRecord};
+use super::{Backend, Look, Prepare, Run};
+use crate::task::{self, Outcome, TaskRecord, Token};
 
 /// The agent runs on this machine, started by the supervisor.
 pub(super) struct Local;
+
+impl Prepare for Local {
+    /// The agent's own command must be found here.
+    fn program<'a>(&'a self, agent: &'a str) -> &'a str {
+        agent
+    }
+
+    fn missing(&self, _place: &str, _chosen_by: &str) -> Option<String> {
+        None
+    }
+
+    fn environment(&self, _env: &mut BTreeMap<String, String>) {}
+
+    /// The agent's argv as it is.
+    fn command(
+        &self,
+        argv: Vec<String>,
+        _program: &Path,
+        _token: Token,
+        _cwd: &Path,
+        _deadline_ms: Option<u64>,
+    ) -> (Vec<String>, task::Backend) {
+        (argv, task::Backend::Local)
+    }
+}
 
 impl Backend for Local {
     /// The agent gets the launcher's environment as it is.

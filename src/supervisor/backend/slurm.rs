@@ -1,26 +1,69 @@
 //! The agent runs on a Slurm cluster, as the step of a job of its own that `srun` (the run's
-//! process here) submits: the job's id (found by its unique name, kept in the record and the
-//! lock file), whether Slurm holds it pending and why, a halt passed on to the job's processes
-//! with a grace, Slurm's own ends. And for a task whose supervisor is gone: its job's state
-//! (`status`) and cancellation (the lost path).
+//! process here) submits: srun's command line, with the job's unique name; the job's id (found
+//! by that name, kept in the record and the lock file), whether Slurm holds it pending and why,
+//! a halt passed on to the job's processes with a grace, Slurm's own ends. And for a task whose
+//! supervisor is gone: its job's state (`status`) and cancellation (the lost path).
 
 mod commands;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
+use std::path::Path;
 use std::time::Duration;
 
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 
 pub use self::commands::Commands;
-use super::{Backend, Look, Run};
+use super::{Backend, Look, Prepare, Run};
 use crate::store::Store;
 use crate::task::{
-    Backend as Place, NOT_SCHEDULED, Outcome, SlurmJob, TaskRecord, TaskSpec, Token, is_allocation_variable,
+    Backend as Place, NOT_SCHEDULED, Outcome, SlurmJob, SlurmSettings, TaskRecord, TaskSpec, Token,
+    is_allocation_variable,
 };
 
 /// How long Slurm may take to list a job srun submitted.
 const LISTS_IN: Duration = Duration::from_secs(10);
+
+/// A new task's runs go to Slurm, with these options (its template's over its pool's).
+pub(super) struct Submit(pub(super) SlurmSettings);
+
+impl Prepare for Submit {
+    /// The agent's command is looked for on the node, not here: srun must be found here.
+    fn program<'a>(&'a self, _agent: &'a str) -> &'a str {
+        "srun"
+    }
+
+    fn missing(&self, place: &str, chosen_by: &str) -> Option<String> {
+        Some(format!(
+            "{place} runs its agent on Slurm (backend = \"slurm\"{chosen_by}), and `srun` was not found on PATH; \
+             install Slurm's client commands (slurm-client), or set backend = \"local\""
+        ))
+    }
+
+    /// The cluster the launcher's srun would reach: the task's job is reached there later too,
+    /// from whatever shell asks (`status`, a halt, the lost path).
+    fn environment(&self, env: &mut BTreeMap<String, String>) {
+        if let Ok(conf) = std::env::var("SLURM_CONF") {
+            env.entry("SLURM_CONF".into()).or_insert(conf);
+        }
+    }
+
+    /// srun's command line for a job of a name unique beyond this home (tokens are six hex
+    /// digits; squeue and scancel go by name among all of the user's jobs).
+    fn command(
+        &self,
+        argv: Vec<String>,
+        program: &Path,
+        token: Token,
+        cwd: &Path,
+        deadline_ms: Option<u64>,
+    ) -> (Vec<String>, Place) {
+        let job_name = format!("agentctl-{token}-{:08x}", crate::task::random_u64() as u32);
+        let srun = program.to_string_lossy();
+        let argv = self.0.srun_argv(&srun, &job_name, &cwd.to_string_lossy(), deadline_ms, &argv);
+        (argv, Place::Slurm { job_name })
+    }
+}
 
 /// A task's runs on Slurm, each a job named `job_name`.
 pub(super) struct Slurm {
