@@ -7,12 +7,8 @@
 #[path = "../cli/common.rs"]
 mod common;
 
-/// Fail (never skip) a test that cannot run without root, saying so.
-pub fn needs_root(what: &str) {
-    // SAFETY: geteuid cannot fail.
-    let euid = unsafe { libc::geteuid() };
-    assert_eq!(euid, 0, "this test needs root ({what}); scripts/test runs as root on CI");
-}
+mod root;
+pub use root::needs_root;
 
 mod cgroups;
 mod clock;
@@ -32,9 +28,7 @@ mod mounts;
 mod pools;
 mod processes;
 mod raw_mcp;
-mod scale;
 mod stranger;
 mod summary_props;
 mod supervisor_death;
 mod unhaltable;
-mod waiters;

@@ -243,7 +243,7 @@ fn with_no_inotify_instance_left_a_raised_parallel_still_starts_waiting_tasks() 
     for t in &waiting {
         let lock = std::fs::read_to_string(u.home().join("tasks").join(t).join("lock")).unwrap();
         let pid = lock.split_whitespace().next().unwrap().parse().unwrap();
-        assert_eq!(crate::scale::inotify_instances(pid), 0, "a waiter holds an inotify instance");
+        assert_eq!(crate::root::inotify_instances(pid), 0, "a waiter holds an inotify instance");
     }
     u.write("agents.toml", &agents(&runs, 4));
     wait_until(Duration::from_secs(30), "the three waiting to start", || {

@@ -9,17 +9,10 @@ use serde_json::json;
 
 use crate::common::{Home, wait_until};
 use crate::raw_mcp::RawMcp;
+use crate::root::inotify_instances;
 
 const TASKS: usize = 1000;
 const WAITS: u64 = 500;
-
-/// The number of inotify instances process `pid` holds.
-pub(crate) fn inotify_instances(pid: i64) -> usize {
-    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
-    fds.flatten()
-        .filter(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l.to_string_lossy() == "anon_inode:inotify"))
-        .count()
-}
 
 #[test]
 fn a_thousand_running_tasks_and_five_hundred_waits_hold_one_inotify_instance() {
