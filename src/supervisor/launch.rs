@@ -158,15 +158,18 @@ fn hand_over_lock(fd: i32) -> i32 {
     unsafe { if fd == LOCK_FD { libc::fcntl(LOCK_FD, libc::F_SETFD, 0) } else { libc::dup2(fd, LOCK_FD) } }
 }
 
-/// How long a launcher waits for the start report. A supervisor reports within milliseconds;
-/// one that has not by then is being stopped by its own agent (SIGSTOP), or the machine is
-/// drowning: the task exists, and is handed back as it stands.
+/// How long a launcher waits for the start report once the task is saved. A supervisor reports
+/// within milliseconds; one that has not by then is being stopped by its own agent (SIGSTOP),
+/// or the machine is drowning: the task exists, and is handed back as it stands.
 const REPORT_WAIT: Duration = Duration::from_secs(5);
+/// How long it waits, at most, for a live supervisor to save the task at all: a token handed
+/// back before that would name a task nobody knows yet. A hang guard; it saves in milliseconds.
+const SAVE_WAIT: Duration = Duration::from_secs(120);
 
 /// Read the supervisor's start report line, reap the first child with `reap`, and parse it.
 /// While it has not come, a supervisor that was stopped is woken.
 fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) -> Result<Report> {
-    let deadline = Instant::now() + REPORT_WAIT;
+    let began = Instant::now();
     let mut pipe = File::from(pipe);
     let mut report = Vec::new();
     let mut chunk = [0u8; 512];
@@ -174,7 +177,8 @@ fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) 
         let mut fds = [PollFd::new(pipe.as_fd(), PollFlags::POLLIN)];
         match poll(&mut fds, PollTimeout::from(100u8)) {
             Ok(0) => {
-                if Instant::now() >= deadline {
+                let waited = began.elapsed();
+                if waited >= SAVE_WAIT || (waited >= REPORT_WAIT && saved(store, token)) {
                     break Ok(());
                 }
                 if let Some(id) = store.supervisor_id(token) {
@@ -201,6 +205,11 @@ fn read_report(store: &Store, token: Token, pipe: OwnedFd, reap: impl FnOnce()) 
     reap();
     read.ctx(|| "cannot read the supervisor's start report".into())?;
     parse_report(&String::from_utf8_lossy(&report))
+}
+
+/// Whether task `token` is in the store (an error reading it says it is: it is not unknown).
+fn saved(store: &Store, token: Token) -> bool {
+    !matches!(store.read_record(token), Err(Error::UnknownToken { .. }))
 }
 
 /// What a supervisor says at its start, in one line on the report pipe.

@@ -1,4 +1,5 @@
-//! 6. The launching terminal hanging up, and the MCP server's whole process group killed.
+//! 6. The launching terminal hanging up, the MCP server's whole process group killed, and a supervisor
+//! slow to save its task.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -94,4 +95,23 @@ fn a_worker_finds_the_agentctl_its_server_was_started_from_also_once_rebuilt() {
     let (status, log) = found(&mut mcp);
     assert_eq!(status, "completed", "{log}");
     assert!(log.contains("> found"), "{log}");
+}
+
+#[test]
+fn a_launcher_whose_supervisor_is_slow_to_save_the_task_hands_back_a_token_the_store_knows() {
+    let h = Home::new();
+    h.init();
+    // Another writer holds the store past the 5 s a launcher gives a saved task's start report:
+    // the supervisor cannot save the task meanwhile (the fault lasts 7 s; nothing is waited for).
+    let db = h.db();
+    db.execute_batch("BEGIN IMMEDIATE").unwrap();
+    let launcher = h.cmd().args(["--json", "run", "--async", "--", "true"]).stdout(Stdio::piped()).spawn().unwrap();
+    std::thread::sleep(Duration::from_secs(7));
+    db.execute_batch("COMMIT").unwrap();
+    let out = launcher.wait_with_output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+    assert!(out.status.success(), "{v} {:?}", out.status);
+    let token = v["token"].as_str().unwrap();
+    let status = h.run(&["--json", "await", token, "--timeout", "60s"], 0).json();
+    assert_eq!(status["status"], "completed", "{status}");
 }
