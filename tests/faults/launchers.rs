@@ -1,5 +1,5 @@
 //! 6. The launching terminal hanging up, the MCP server's whole process group killed, and a supervisor
-//! slow to save its task.
+//!    slow to save its task.
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
