@@ -240,9 +240,10 @@ fn prune_removes_more_tasks_than_one_batch_and_leaves_nothing_of_them() {
 fn prune_removes_what_its_dry_run_listed_even_while_a_supervisor_is_finishing() {
     let h = Home::new();
     // The agent leaves a child that ignores SIGTERM: its supervisor spends the grace period
-    // ending it after the final record is written, holding the task's lock.
+    // ending it after the final record is written, holding the task's lock. (It ends after the
+    // 5 s grace: `--sync`, for a loaded machine may take the rest of the 10 s hybrid wait.)
     let script = r#"trap "" TERM; (while :; do sleep 1; done) & echo "> left one behind""#;
-    let v = h.run(&["--json", "run", "--", "sh", "-c", script], 0).json();
+    let v = h.run(&["--json", "run", "--sync", "--", "sh", "-c", script], 0).json();
     assert_eq!(v["status"], "completed");
     let dry = h.run(&["--json", "prune", "--older-than", "0s", "--dry-run"], 0).json();
     assert_eq!(dry["count"], 1, "{dry}");
