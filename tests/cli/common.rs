@@ -143,10 +143,17 @@ impl Home {
         self.start_argv(&["sh", "-c", script])
     }
 
+    /// The task has started when this returns. A launcher hands back a task whose supervisor has not
+    /// said within 5 s that its agent started (a loaded machine) as `starting`: it is waited for.
     fn start_argv(&self, argv: &[&str]) -> String {
         let v = self.run(&[&["--json", "run", "--async", "--"], argv].concat(), 0).json();
-        assert_eq!(v["status"], "running", "{v}");
-        v["token"].as_str().unwrap().to_owned()
+        let token = v["token"].as_str().unwrap().to_owned();
+        if v["status"] == "starting" {
+            wait_until(Duration::from_secs(60), "the task to run", || self.status(&token)["status"] != "starting");
+        } else {
+            assert_eq!(v["status"], "running", "{v}");
+        }
+        token
     }
 
     /// Whether every task has ended: none queued, starting or running.
