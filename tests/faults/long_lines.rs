@@ -2,7 +2,7 @@
 //! amount of memory whatever the line's length.
 
 use std::io::{Seek, SeekFrom, Write};
-use std::process::Stdio;
+use std::process::{Command, Stdio};
 
 use serde_json::json;
 
@@ -12,27 +12,27 @@ use crate::raw_mcp::RawMcp;
 /// The line: 128 MiB of NULs (a sparse file, no disk used), then a little text.
 const LINE: u64 = 128 << 20;
 
-/// Peak resident memory, in KiB, of a run of the binary (its own rusage, from wait4).
-#[allow(clippy::zombie_processes, reason = "reaped with wait4, for its rusage")]
+/// Peak resident memory, in KiB, of a run of the binary, as GNU time (`/usr/bin/time`) reports
+/// it. Not from our own `wait4`: a child spawned from this process starts with this process's
+/// high-water mark as its own (the kernel keeps it across `exec`), and this process holds what
+/// every test running beside it holds; a child of `time` starts from `time`'s.
 fn peak_kib(h: &Home, args: &[&str]) -> (i64, String) {
-    let child = h.cmd().args(args).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
-    let pid = child.id() as i32;
-    let mut stdout = child.stdout.unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut out = Vec::new();
-        std::io::Read::read_to_end(&mut stdout, &mut out).unwrap();
-        // Only the end matters; the rest is NULs made invisible.
-        String::from_utf8_lossy(&out[out.len().saturating_sub(4096)..]).into_owned()
-    });
-    let mut status = 0;
-    // SAFETY: wait4 on our own child, with out-parameters we own.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        assert_eq!(libc::wait4(pid, &mut status, 0, &mut usage), pid);
-        usage
-    };
-    assert_eq!(libc::WEXITSTATUS(status), 0, "agentctl {args:?} failed");
-    (usage.ru_maxrss, reader.join().unwrap())
+    let plain = h.cmd();
+    let report = h.path().join("peak-kib");
+    let mut cmd = Command::new("/usr/bin/time");
+    cmd.arg("-o").arg(&report).args(["-f", "%M"]).arg(plain.get_program()).args(plain.get_args()).args(args);
+    for (key, value) in plain.get_envs() {
+        match value {
+            Some(v) => cmd.env(key, v),
+            None => cmd.env_remove(key),
+        };
+    }
+    let out = cmd.stderr(Stdio::null()).output().expect("/usr/bin/time (GNU time) runs");
+    assert!(out.status.success(), "agentctl {args:?} failed: {:?}", out.status);
+    let peak = std::fs::read_to_string(&report).unwrap().trim().parse().unwrap();
+    // Only the end matters; the rest is NULs made invisible.
+    let end = String::from_utf8_lossy(&out.stdout[out.stdout.len().saturating_sub(4096)..]).into_owned();
+    (peak, end)
 }
 
 #[test]
