@@ -76,6 +76,9 @@ fn supervisors_killed_mid_write_never_leave_a_torn_record() {
         let token = v["token"].as_str().unwrap().to_owned();
         // Kill the supervisor as the agent writes its last line: while it finishes up (reading,
         // summarising, writing and renaming records) or just before.
+        // (On a loaded machine the launcher may hand it back queued behind tasks whose killed
+        // supervisors are not yet known to be dead, or starting: it starts soon after.)
+        wait_until(Duration::from_secs(60), "the agent to start", || h.record(&token)["started"].is_object());
         let sup = h.record(&token)["started"]["supervisor_pid"].as_i64().unwrap();
         let log = h.path().join("subagents/run/data/history").join(format!("{token}.log"));
         wait_until(Duration::from_secs(10), "the agent's last line", || {
