@@ -168,16 +168,16 @@ impl Agents {
     /// How many tasks of `pool` run at once: its `parallel`, or (a pool no longer defined, or
     /// `default` without settings) the default limit.
     pub fn parallel(&self, pool: &str) -> u32 {
-        self.file.pools.get(pool).map_or(DEFAULT_PARALLEL, |p| p.parallel)
+        self.defined_parallel(pool).unwrap_or(DEFAULT_PARALLEL)
     }
 
     /// The template for `role` that `ask` runs: as `resolve`, but a role with no entry of its own
     /// whose name is close to a defined one (`reviwer` beside `reviewer`) is refused, so that a
     /// typo never silently runs another agent.
     pub fn template_for(&self, role: &Role) -> Result<Resolved> {
-        let nearest = self.roles().into_iter().filter_map(|r| Some((near(role.as_str(), r)?, r))).min();
+        // A defined role (the usual case) is not compared with every other.
         if !self.file.agents.contains_key(role.as_str())
-            && let Some((_, near)) = nearest
+            && let Some((_, near)) = self.roles().into_iter().filter_map(|r| Some((near(role.as_str(), r)?, r))).min()
         {
             return Err(Error::UnknownRole {
                 role: role.to_string(),

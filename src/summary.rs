@@ -62,11 +62,6 @@ impl<'a> Tail<'a> {
         Tail { body, whole, more: !whole && !last_try, cap }
     }
 
-    /// The window's bytes, from its first whole line on.
-    pub fn bytes(&self) -> &[u8] {
-        self.body
-    }
-
     /// Whether the window starts at the log's first byte.
     pub fn whole(&self) -> bool {
         self.whole
