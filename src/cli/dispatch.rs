@@ -341,9 +341,7 @@ async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<E
         Watched::Done(v) => v,
         // The task goes on: --quiet still gives the token alone.
         Watched::Interrupted if quiet => {
-            println!("{token}");
-            eprintln!("agentctl: interrupted; the task keeps running");
-            return Ok(progress::end_by_sigint());
+            return Ok(out.interrupted_quietly(&progress::interrupted_views(store, &[token])));
         }
         Watched::Interrupted => return Ok(out.interrupted(&progress::interrupted_views(store, &[token]))),
     };

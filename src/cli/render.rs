@@ -131,18 +131,21 @@ impl Out {
         if self.json {
             print_json(&json!({ "interrupted": true, "tasks": views }));
         } else {
-            let going = views.iter().filter(|v| !v.status.is_final()).count();
-            let what = match going {
-                0 => "interrupted".to_owned(),
-                1 => "interrupted; the task keeps running".to_owned(),
-                n => format!("interrupted; the {n} tasks keep running"),
-            };
-            eprintln!("agentctl: {what}");
+            eprintln!("agentctl: {}", interrupted_note(views));
             let mut w = io::stdout().lock();
             for v in views {
                 let _ = self.task_text(v, &mut w);
             }
         }
+        super::progress::end_by_sigint()
+    }
+
+    /// `--quiet`'s interruption: the tokens alone on stdout, what goes on on stderr.
+    pub fn interrupted_quietly(&self, views: &[TaskView]) -> ExitCode {
+        for v in views {
+            println!("{}", v.token);
+        }
+        eprintln!("agentctl: {}", interrupted_note(views));
         super::progress::end_by_sigint()
     }
 
@@ -271,5 +274,14 @@ impl Out {
             print_json(&json!({ "error": e.to_string(), "kind": e.kind(), "exit_code": e.exit_code() }));
         }
         ExitCode::from(e.exit_code())
+    }
+}
+
+/// What an interruption leaves: the tasks of `views` that keep running.
+fn interrupted_note(views: &[TaskView]) -> String {
+    match views.iter().filter(|v| !v.status.is_final()).count() {
+        0 => "interrupted".to_owned(),
+        1 => "interrupted; the task keeps running".to_owned(),
+        n => format!("interrupted; the {n} tasks keep running"),
     }
 }
