@@ -137,13 +137,15 @@ impl Drop for Pool {
 fn open(home: &Path) -> Result<Connection> {
     let file = path(home);
     let what = || format!("cannot open the store {}", file.display());
+    // One look at its name serves every check below (each command opens the store).
+    let found = std::fs::symlink_metadata(&file).ok();
     // A symlink planted at its name is refused with the home's own words (SQLite refuses it too).
-    if std::fs::symlink_metadata(&file).is_ok_and(|m| !m.is_file()) {
+    if found.as_ref().is_some_and(|m| !m.is_file()) {
         let refused = super::files::open(&file, super::files::Access::Read).err();
         return Err(refused.map_or_else(|| Error::Internal(what()), |e| Error::from_io(e, what)));
     }
     let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_NOFOLLOW | OpenFlags::SQLITE_OPEN_URI;
-    if !file.exists() {
+    if found.is_none() {
         super::files::create_private(&file);
     }
     let rw =
@@ -158,7 +160,9 @@ fn open(home: &Path) -> Result<Connection> {
     // private from now on. (chmod by name: no descriptor of ours on the file.)
     // (A home that cannot be written keeps it as it is.)
     use std::os::unix::fs::PermissionsExt;
-    if std::fs::metadata(&file).is_ok_and(|m| m.permissions().mode() & 0o077 != 0) {
+    let open_to_others = |m: &std::fs::Metadata| m.permissions().mode() & 0o077 != 0;
+    let made_now = || std::fs::metadata(&file).is_ok_and(|m| open_to_others(&m));
+    if found.as_ref().map_or_else(made_now, open_to_others) {
         let _ = std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600));
     }
     be_patient(&conn, true).map_err(err(what))?;
