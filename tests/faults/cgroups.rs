@@ -6,6 +6,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -142,8 +143,10 @@ pub struct Delegated {
 
 impl Delegated {
     pub fn new(containment: &'static str) -> Delegated {
-        // Apart from those of the other tests in this process (`waiters`).
-        let uid = 4_000_000 + std::process::id() % 1_000_000;
+        // Apart from those of every other test (`Stranger` takes 3 000 000 to 4 600 000), in
+        // this process and in others, and from the other user it makes (`uid + 2 000 000`).
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let uid = 5_000_000 + (std::process::id() % 100_000) * 16 + NEXT.fetch_add(1, Ordering::Relaxed) % 16;
         let dir = tempfile::Builder::new().prefix("agentctl-test").tempdir().unwrap();
         let bin = dir.path().join("bin");
         fs::create_dir(&bin).unwrap();
@@ -206,7 +209,7 @@ impl Delegated {
              b=$!; until [ \"$(cat /proc/$b/comm)\" = sleep ]; do :; done; echo $b > {pf}",
             e = self.cgroup.join("elsewhere").display(),
             drop = self.path("bin/drop").display(),
-            o = self.uid + 1_000_000,
+            o = self.uid + 2_000_000,
             pf = pf.display()
         )
     }
