@@ -109,11 +109,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     // Its limits hold in any case.
     let pool_limits = agents.pool_limits(&pool_name);
     // The template's choice, else its pool's (a nested task's too).
-    let backend = supervisor::backend::prepare(&template, agents.pool_backend(&pool_name));
-    let chosen_by = match template.backend {
-        Some(_) => String::new(),
-        None => format!(" in [pools.{pool_name}]"),
-    };
+    let (pool_kind, pool_slurm) = agents.pool_backend(&pool_name);
+    let backend = supervisor::backend::prepare(&template, (&pool_name, pool_kind, pool_slurm));
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
         name: pool_name,
@@ -144,7 +141,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let Some(program) = find_program(local, &cwd, &path_var) else {
         return Err(Error::LaunchFailed(
             backend
-                .missing(&place, &chosen_by)
+                .missing(&place)
                 .unwrap_or_else(|| format!("command `{local}` was not found or is not executable; {source}")),
         ));
     };

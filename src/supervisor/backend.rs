@@ -31,9 +31,9 @@ pub trait Prepare {
     /// elsewhere (`srun`).
     fn program<'a>(&'a self, agent: &'a str) -> &'a str;
 
-    /// What to tell the user when that program is not found, for the task of `place` whose
-    /// backend its template chose, or its pool (`chosen_by`). `None`: it was the agent's own.
-    fn missing(&self, place: &str, chosen_by: &str) -> Option<String>;
+    /// What to tell the user when that program is not found, for the task of `place`. `None`:
+    /// it was the agent's own.
+    fn missing(&self, place: &str) -> Option<String>;
 
     /// Add to the task's environment what it keeps of the launcher's, for its runs and for
     /// whoever asks of them later (Slurm: the cluster `SLURM_CONF` names).
@@ -51,13 +51,20 @@ pub trait Prepare {
     ) -> (Vec<String>, task::Backend);
 }
 
-/// The backend a new task's `template` chose, else its pool's (`pool`: its `backend` and
-/// Slurm options): the one place that knows them all, as the task is made.
-pub fn prepare(template: &Template, pool: (Option<BackendKind>, SlurmSettings)) -> Box<dyn Prepare> {
-    let (pool_kind, pool_slurm) = pool;
+/// The backend a new task's `template` chose, else its pool's (`pool`: its name, `backend`
+/// and Slurm options): the one place that knows them all, as the task is made.
+pub fn prepare(template: &Template, pool: (&str, Option<BackendKind>, SlurmSettings)) -> Box<dyn Prepare> {
+    let (pool_name, pool_kind, pool_slurm) = pool;
+    // Where the choice was made, for what the user is told.
+    let chosen_by = match template.backend {
+        Some(_) => String::new(),
+        None => format!(" in [pools.{pool_name}]"),
+    };
     match template.backend.or(pool_kind).unwrap_or_default() {
         BackendKind::Local => Box::new(local::Local),
-        BackendKind::Slurm => Box::new(slurm::Submit(template.slurm.clone().unwrap_or_default().over(&pool_slurm))),
+        BackendKind::Slurm => {
+            Box::new(slurm::Submit(template.slurm.clone().unwrap_or_default().over(&pool_slurm), chosen_by))
+        }
     }
 }
 

@@ -17,7 +17,7 @@ impl Prepare for Local {
         agent
     }
 
-    fn missing(&self, _place: &str, _chosen_by: &str) -> Option<String> {
+    fn missing(&self, _place: &str) -> Option<String> {
         None
     }
 

@@ -24,8 +24,9 @@ use crate::task::{
 /// How long Slurm may take to list a job srun submitted.
 const LISTS_IN: Duration = Duration::from_secs(10);
 
-/// A new task's runs go to Slurm, with these options (its template's over its pool's).
-pub(super) struct Submit(pub(super) SlurmSettings);
+/// A new task's runs go to Slurm, with these options (its template's over its pool's), as its
+/// template chose (`""`) or its pool (` in [pools.NAME]`).
+pub(super) struct Submit(pub(super) SlurmSettings, pub(super) String);
 
 impl Prepare for Submit {
     /// The agent's command is looked for on the node, not here: srun must be found here.
@@ -33,7 +34,8 @@ impl Prepare for Submit {
         "srun"
     }
 
-    fn missing(&self, place: &str, chosen_by: &str) -> Option<String> {
+    fn missing(&self, place: &str) -> Option<String> {
+        let chosen_by = &self.1;
         Some(format!(
             "{place} runs its agent on Slurm (backend = \"slurm\"{chosen_by}), and `srun` was not found on PATH; \
              install Slurm's client commands (slurm-client), or set backend = \"local\""
