@@ -3,18 +3,12 @@
 
 use super::{Agent, json};
 use crate::summary::{Found, Tail};
-use crate::task::ResultFrom;
 
 /// The field of Claude Code's JSON output that holds its answer.
-const FIELD: &str = "result";
+pub const FIELD: &str = "result";
 
 /// Claude Code.
 pub struct Claude;
-
-/// Claude Code for `result = "json:result"`.
-pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
-    matches!(result, ResultFrom::Json(f) if f == FIELD).then(|| Box::new(Claude) as Box<dyn Agent>)
-}
 
 impl Agent for Claude {
     fn name(&self) -> &'static str {

@@ -4,15 +4,9 @@
 
 use super::Agent;
 use crate::summary::{Found, Tail};
-use crate::task::ResultFrom;
 
 /// An agent that writes its answer to `{result_file}`.
 pub struct Codex;
-
-/// Codex for `result = "file"`.
-pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
-    (*result == ResultFrom::File).then(|| Box::new(Codex) as Box<dyn Agent>)
-}
 
 impl Agent for Codex {
     fn name(&self) -> &'static str {

@@ -3,18 +3,12 @@
 
 use super::{Agent, json};
 use crate::summary::{Found, Tail};
-use crate::task::ResultFrom;
 
 /// The field of Gemini CLI's JSON output that holds its answer.
-const FIELD: &str = "response";
+pub const FIELD: &str = "response";
 
 /// Gemini CLI.
 pub struct Gemini;
-
-/// Gemini CLI for `result = "json:response"`.
-pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
-    matches!(result, ResultFrom::Json(f) if f == FIELD).then(|| Box::new(Gemini) as Box<dyn Agent>)
-}
 
 impl Agent for Gemini {
     fn name(&self) -> &'static str {

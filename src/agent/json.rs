@@ -4,19 +4,10 @@
 
 use super::Agent;
 use crate::summary::{Found, Tail, clean_line};
-use crate::task::ResultFrom;
 
 /// An agent whose answer is the string at `field` (a dotted path) of its last JSON object.
 pub struct Json {
-    field: String,
-}
-
-/// A JSON agent for `result = "json:FIELD"`, whatever the field.
-pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
-    match result {
-        ResultFrom::Json(field) => Some(Box::new(Json { field: field.clone() })),
-        _ => None,
-    }
+    pub field: String,
 }
 
 impl Agent for Json {

@@ -5,15 +5,9 @@
 
 use super::Agent;
 use crate::summary::{Found, Line, Tail};
-use crate::task::ResultFrom;
 
 /// kiro-cli.
 pub struct Kiro;
-
-/// kiro-cli for `result = "last-response"`.
-pub fn select(result: &ResultFrom) -> Option<Box<dyn Agent>> {
-    (*result == ResultFrom::LastResponse).then(|| Box::new(Kiro) as Box<dyn Agent>)
-}
 
 impl Agent for Kiro {
     fn name(&self) -> &'static str {

@@ -2,8 +2,8 @@
 //! today, where its final answer is. A template's `result` setting chooses the kind
 //! (`registry`); the store and the supervisor ask the kind and never name one.
 //!
-//! Adding a kind: a module here with a type that implements `Agent` and a `select` function,
-//! and its line in `registry::KINDS` (see docs/agents.md).
+//! Adding a kind: a module here with a type that implements `Agent`, and its arm in
+//! `registry::of` (see docs/agents.md).
 
 mod claude;
 mod codex;

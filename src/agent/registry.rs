@@ -7,17 +7,19 @@ use super::{Agent, claude, codex, gemini, generic, json, kiro};
 use crate::summary::read_answer;
 use crate::task::ResultFrom;
 
-/// A kind's `select`: the kind, if a template's `result` setting is its own.
-type Select = fn(&ResultFrom) -> Option<Box<dyn Agent>>;
-
-/// Every kind's `select`, asked in turn (the first to claim a setting is its kind): a kind
-/// named by its JSON field comes before the JSON agent of any field.
-const KINDS: &[Select] = &[kiro::select, claude::select, gemini::select, codex::select, json::select];
-
-/// The kind a template's `result` setting chooses (see `ResultFrom`); one no kind claims is a
-/// command agentctl knows nothing more of, whose answer is its output.
+/// The kind a template's `result` setting chooses (see `ResultFrom`): every setting is named
+/// here, so a new one does not compile until it chooses a kind. A JSON field a kind knows is
+/// that kind's; any other is the JSON agent's.
 pub fn of(result: &ResultFrom) -> Box<dyn Agent> {
-    KINDS.iter().find_map(|select| select(result)).unwrap_or_else(|| Box::new(generic::Generic))
+    match result {
+        ResultFrom::LastResponse => Box::new(kiro::Kiro),
+        ResultFrom::Json(f) if f == claude::FIELD => Box::new(claude::Claude),
+        ResultFrom::Json(f) if f == gemini::FIELD => Box::new(gemini::Gemini),
+        ResultFrom::Json(f) => Box::new(json::Json { field: f.clone() }),
+        ResultFrom::File => Box::new(codex::Codex),
+        // A command agentctl knows nothing more of: its answer is its output.
+        ResultFrom::Output => Box::new(generic::Generic),
+    }
 }
 
 /// The answer the kind `result` chooses finds in the log read from `src` (its end only), at
