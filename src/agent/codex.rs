@@ -2,15 +2,15 @@
 //! answer to the file agentctl names (`result = "file"`, implied by `{result_file}` in the
 //! command): that file is its answer; its whole output if it wrote none.
 
-use super::Agent;
+use super::{Agent, AgentKind};
 use crate::summary::{Found, Tail};
 
 /// An agent that writes its answer to `{result_file}`.
 pub struct Codex;
 
 impl Agent for Codex {
-    fn name(&self) -> &'static str {
-        "codex"
+    fn kind(&self) -> AgentKind {
+        AgentKind::Codex
     }
 
     fn answer_in_file(&self) -> bool {

@@ -1,7 +1,7 @@
 //! Gemini CLI (`gemini -p … --output-format json`, `result = "json:response"`): its answer is
 //! the `response` field of the JSON object it prints last.
 
-use super::{Agent, json};
+use super::{Agent, AgentKind, json};
 use crate::summary::{Found, Tail};
 
 /// The field of Gemini CLI's JSON output that holds its answer.
@@ -11,8 +11,8 @@ pub const FIELD: &str = "response";
 pub struct Gemini;
 
 impl Agent for Gemini {
-    fn name(&self) -> &'static str {
-        "gemini"
+    fn kind(&self) -> AgentKind {
+        AgentKind::Gemini
     }
 
     fn answer(&self, tail: &Tail<'_>) -> Found {

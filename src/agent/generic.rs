@@ -1,14 +1,14 @@
 //! Any other command (`result = "output"`): its answer is its whole output.
 
-use super::Agent;
+use super::{Agent, AgentKind};
 use crate::summary::{Found, Tail};
 
 /// A command agentctl knows nothing more of.
 pub struct Generic;
 
 impl Agent for Generic {
-    fn name(&self) -> &'static str {
-        "generic"
+    fn kind(&self) -> AgentKind {
+        AgentKind::Generic
     }
 
     fn answer(&self, tail: &Tail<'_>) -> Found {

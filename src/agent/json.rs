@@ -2,7 +2,7 @@
 //! string field of the last JSON object they printed; their whole output if there is none.
 //! Claude Code and Gemini CLI are such agents, each with a module of its own.
 
-use super::Agent;
+use super::{Agent, AgentKind};
 use crate::summary::{Found, Tail, clean_line};
 
 /// An agent whose answer is the string at `field` (a dotted path) of its last JSON object.
@@ -11,6 +11,10 @@ pub struct Json {
 }
 
 impl Agent for Json {
+    fn kind(&self) -> AgentKind {
+        AgentKind::Generic
+    }
+
     fn name(&self) -> &'static str {
         "json"
     }
@@ -31,5 +35,30 @@ pub(super) fn answer_at(tail: &Tail<'_>, field: &str) -> Found {
         // The object may begin before the window.
         None if tail.can_grow() => Found::NeedMore,
         None => tail.output(),
+    }
+}
+
+/// Whether the JSON object `line` opens with `"type":"KIND"` (as stream events are written):
+/// a look at its first bytes, so that events nobody reads are never parsed.
+pub(super) fn starts_with_type(line: &[u8], kind: &str) -> bool {
+    let head = &line[..line.len().min(64)];
+    let Some(at) = memchr::memmem::find(head, b"\"type\"") else { return false };
+    let rest = head[at + 6..].trim_ascii_start();
+    let Some(rest) = rest.strip_prefix(b":") else { return false };
+    let rest = rest.trim_ascii_start();
+    rest.strip_prefix(b"\"").and_then(|r| r.strip_prefix(kind.as_bytes())).is_some_and(|r| r.starts_with(b"\""))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_events_type_is_read_from_its_first_bytes() {
+        assert!(starts_with_type(br#"{"type":"user","message":{}}"#, "user"));
+        assert!(starts_with_type(br#"{ "type" : "user" }"#, "user"));
+        assert!(!starts_with_type(br#"{"type":"users"}"#, "user"));
+        assert!(!starts_with_type(br#"{"type":"assistant"}"#, "user"));
+        assert!(!starts_with_type(b"", "user"));
     }
 }

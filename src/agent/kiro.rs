@@ -3,15 +3,15 @@
 //! marker (a coloured `> `), without its closing status line; `> ` lines inside the answer
 //! (quotes, code) are part of it. Without a marker, its whole output.
 
-use super::Agent;
+use super::{Agent, AgentKind};
 use crate::summary::{Found, Line, Tail};
 
 /// kiro-cli.
 pub struct Kiro;
 
 impl Agent for Kiro {
-    fn name(&self) -> &'static str {
-        "kiro"
+    fn kind(&self) -> AgentKind {
+        AgentKind::Kiro
     }
 
     fn answer(&self, tail: &Tail<'_>) -> Found {

@@ -1,27 +1,41 @@
 //! What agentctl knows of each agent CLI, one module per kind behind one interface (`Agent`):
-//! today, where its final answer is. A template's `result` setting chooses the kind
-//! (`registry`); the store and the supervisor ask the kind and never name one.
+//! where its final answer is, and how to follow its structured stream while it runs (usage,
+//! session, current step). A template's `agent` (else its program's name) chooses the kind, its
+//! `result` setting where the answer is (`registry`); the store and the supervisor ask the kind
+//! and never name one.
 //!
 //! Adding a kind: a module here with a type that implements `Agent`, and its arm in
 //! `registry::of` (see docs/agents.md).
 
 mod claude;
 mod codex;
+mod copilot;
 mod gemini;
 mod generic;
 mod json;
+mod kind;
 mod kiro;
+mod opencode;
 mod registry;
+pub mod stream;
+pub mod usage;
 
 use crate::summary::{Found, Tail};
 
-pub use registry::{of, summarize};
+pub use kind::AgentKind;
+pub use registry::{kind, of, summarize};
+pub use stream::{Reader, Seen};
+pub use usage::{Price, Prices, Usage};
 
 /// One agent CLI, as agentctl reads what it did.
 pub trait Agent {
-    /// The kind's name, as `docs/agents.md` lists it: `kiro`, `claude`, `gemini`, `codex`,
-    /// `json`, `generic`.
-    fn name(&self) -> &'static str;
+    /// The agent CLI it is.
+    fn kind(&self) -> AgentKind;
+
+    /// Its name, as `docs/agents.md` lists it: the kind's, or `json` for any JSON answer.
+    fn name(&self) -> &'static str {
+        self.kind().as_str()
+    }
 
     /// Whether the agent writes its answer to the file agentctl names (`{result_file}`,
     /// emptied before each run): that file is its answer, its output only when it wrote none.
@@ -32,4 +46,10 @@ pub trait Agent {
     /// Its answer in `tail`, a window of its log's end; `NeedMore` when a wider window may
     /// hold it (never asked again once `tail` cannot grow: then the output stands in).
     fn answer(&self, tail: &Tail<'_>) -> Found;
+
+    /// A reader of the structured stream it writes, to follow it while it runs; none for an
+    /// agent whose output says nothing of its usage or steps.
+    fn reader(&self) -> Option<Box<dyn Reader>> {
+        None
+    }
 }

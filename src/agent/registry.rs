@@ -1,11 +1,25 @@
-//! The registry of agent kinds: which kind a template's `result` setting chooses, and the
-//! answer that kind finds in a log.
+//! The registry of agent kinds: the module of each kind, which one a template's `result`
+//! setting chooses, and the answer it finds in a log.
 
 use std::io::{self, Read, Seek};
 
-use super::{Agent, claude, codex, gemini, generic, json, kiro};
+use super::{Agent, AgentKind, claude, codex, copilot, gemini, generic, json, kiro, opencode};
 use crate::summary::read_answer;
 use crate::task::ResultFrom;
+
+/// The module of kind `k`: every kind is named here, so a new one does not compile until it
+/// has one.
+pub fn kind(k: AgentKind) -> Box<dyn Agent> {
+    match k {
+        AgentKind::Claude => Box::new(claude::Claude),
+        AgentKind::Codex => Box::new(codex::Codex),
+        AgentKind::Gemini => Box::new(gemini::Gemini),
+        AgentKind::Copilot => Box::new(copilot::Copilot),
+        AgentKind::Opencode => Box::new(opencode::Opencode),
+        AgentKind::Kiro => Box::new(kiro::Kiro),
+        AgentKind::Generic => Box::new(generic::Generic),
+    }
+}
 
 /// The kind a template's `result` setting chooses (see `ResultFrom`): every setting is named
 /// here, so a new one does not compile until it chooses a kind. A JSON field a kind knows is
@@ -19,6 +33,8 @@ pub fn of(result: &ResultFrom) -> Box<dyn Agent> {
         ResultFrom::File => Box::new(codex::Codex),
         // A command agentctl knows nothing more of: its answer is its output.
         ResultFrom::Output => Box::new(generic::Generic),
+        // The kind's own reading of its output.
+        ResultFrom::Agent(k) => kind(*k),
     }
 }
 
@@ -53,6 +69,7 @@ mod tests {
             (ResultFrom::File, "codex", true),
             (ResultFrom::Json("message.text".into()), "json", false),
             (ResultFrom::Output, "generic", false),
+            (ResultFrom::Agent(AgentKind::Opencode), "opencode", false),
         ];
         for (setting, name, in_file) in cases {
             let kind = of(&setting);

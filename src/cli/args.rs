@@ -185,6 +185,15 @@ pub struct LaunchArgs {
     /// The pool it waits in for a place ([pools.NAME] in agents.toml) [default: the role's, else `default`]
     #[arg(long, value_name = "NAME")]
     pub pool: Option<String>,
+    /// Halt it as `over_budget` once its agent's cost passes this many US dollars
+    #[arg(long, value_name = "USD")]
+    pub budget_usd: Option<f64>,
+    /// … once its tokens (input, output, cache) pass this many
+    #[arg(long, value_name = "N")]
+    pub budget_tokens: Option<u64>,
+    /// … once its model calls (turns) pass this many
+    #[arg(long, value_name = "N")]
+    pub budget_turns: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -13,7 +13,7 @@ use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, Launch, ListFilter, Wait, What};
 use crate::store::{Store, resolve_home};
-use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
+use crate::task::{Budget, EventKind, Role, Status, Token, parse_choices, parse_duration};
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
@@ -326,7 +326,14 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs, out: &Ou
         wait,
         worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
         pool: l.pool.clone(),
+        budget: budget(Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns })?,
     })
+}
+
+/// A budget given on the command line, checked.
+fn budget(b: Budget) -> Result<Budget> {
+    b.check("--budget").map_err(Error::Usage)?;
+    Ok(b)
 }
 
 /// Start a task and print what its start gave (`quiet`: its token alone). `--async` asked for

@@ -10,7 +10,7 @@ use serde::de::{self, Deserializer, Visitor};
 use super::limits::{CappedWait, MaxWait};
 use crate::error::{Error, Result};
 use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
-use crate::task::{EventKind, Role, Status, Token, duration_from_secs};
+use crate::task::{Budget, EventKind, Role, Status, Token, duration_from_secs};
 
 /// The most tokens one `await` takes: each brings its answer or progress line.
 pub const MAX_AWAITED: usize = 100;
@@ -36,6 +36,8 @@ pub struct LaunchOptions {
     pub timeout_secs: Option<f64>,
     /// Session told of its end (default: yours).
     pub session: Option<String>,
+    /// Halt it (`over_budget`) once it spends more: `{usd, tokens, turns}`.
+    pub budget: Option<Budget>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -257,6 +259,11 @@ impl LaunchOptions {
             wait,
             worktree: None,
             pool: None,
+            budget: {
+                let b = self.budget.unwrap_or_default();
+                b.check("budget").map_err(Error::Usage)?;
+                b
+            },
         };
         Ok(LaunchRequest { launch, capped })
     }

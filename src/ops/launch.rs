@@ -14,7 +14,9 @@ use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
-use crate::task::{PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms};
+use crate::task::{
+    Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms,
+};
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
 /// further to fit a terminal.
@@ -58,6 +60,8 @@ pub struct Launch {
     pub worktree: Option<Option<String>>,
     /// The pool it waits in for a place (`--pool`), instead of its template's.
     pub pool: Option<String>,
+    /// The most it may spend (`--budget-usd`…), over its template's.
+    pub budget: Budget,
 }
 
 /// Start a task and return its record once its agent runs. Bad input and commands that cannot
@@ -198,6 +202,9 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             pool: pool.clone(),
             limits: limits.clone(),
             backend,
+            agent: Some(template.agent_kind()),
+            budget: req.budget.or(template.budget.unwrap_or_default()),
+            prices: Default::default(),
         };
         let rec = TaskRecord {
             token,

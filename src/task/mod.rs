@@ -1,6 +1,7 @@
 //! The pure domain: validated names, what a task is asked to run, and the states it goes through.
 
 mod backend;
+mod budget;
 mod containment;
 mod duration;
 mod event;
@@ -14,6 +15,7 @@ mod template;
 mod token;
 
 pub use backend::{Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
+pub use budget::Budget;
 pub use containment::{Bytes, Containment, Limits, TaskCgroup};
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};

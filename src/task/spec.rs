@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Backend, Limits, ResultFrom, RetryPolicy};
+use super::{Backend, Budget, Limits, ResultFrom, RetryPolicy};
+use crate::agent::{AgentKind, Prices};
 use crate::worktree::Worktree;
 
 /// The command, directory, extra environment and limits of one task.
@@ -43,6 +44,22 @@ pub struct TaskSpec {
     /// Where its agent runs (`argv` starts with `srun` for a Slurm job).
     #[serde(default)]
     pub backend: Backend,
+    /// The agent CLI it runs (none in tasks of earlier releases: the kind its `result` chooses).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<AgentKind>,
+    /// The most it may spend.
+    #[serde(default, skip_serializing_if = "Budget::is_empty")]
+    pub budget: Budget,
+    /// The prices its cost is estimated from when its agent reports tokens only.
+    #[serde(default, skip_serializing_if = "Prices::is_empty")]
+    pub prices: Prices,
+}
+
+impl TaskSpec {
+    /// The kind of agent it runs, whose stream is read while it runs.
+    pub fn agent_kind(&self) -> AgentKind {
+        self.agent.unwrap_or_else(|| crate::agent::of(&self.result).kind())
+    }
 }
 
 /// A task's pool, and the agents file whose `[pools]` says its limit (read again whenever the

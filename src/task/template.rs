@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use super::{BackendKind, Bytes, Limits, RetryOn, RetryPolicy, SlurmSettings};
+use crate::agent::AgentKind;
 use crate::error::Error;
 
 /// The longest single argv element Linux accepts (MAX_ARG_STRLEN, 32 pages, less the NUL).
@@ -16,6 +17,10 @@ pub const ARG_MAX_ELEMENT: usize = 32 * 4096 - 1;
 #[serde(deny_unknown_fields)]
 pub struct Template {
     pub command: Vec<String>,
+    /// The agent CLI it runs (`claude`, `codex`…); unset: recognised from the command's program.
+    pub agent: Option<AgentKind>,
+    /// The most each of its tasks may spend.
+    pub budget: Option<super::Budget>,
     pub cwd: Option<PathBuf>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
@@ -61,10 +66,14 @@ pub enum ResultFrom {
     /// `json:FIELD`: a string field of the last JSON object the agent printed
     /// (`claude -p --output-format json` → `json:result`); the output if there is none.
     Json(String),
+    /// `agent:KIND`: where the agent kind finds it (its structured stream's answer), the
+    /// default of a kind agentctl reads.
+    Agent(AgentKind),
 }
 
 impl ResultFrom {
-    const KINDS: &str = "`last-response`, `output`, `file` or `json:FIELD` (like `json:result`)";
+    const KINDS: &str =
+        "`last-response`, `output`, `file`, `json:FIELD` (like `json:result`) or `agent:KIND` (like `agent:codex`)";
 }
 
 impl TryFrom<String> for ResultFrom {
@@ -74,8 +83,9 @@ impl TryFrom<String> for ResultFrom {
             "last-response" => Ok(ResultFrom::LastResponse),
             "output" => Ok(ResultFrom::Output),
             "file" => Ok(ResultFrom::File),
-            _ => match s.strip_prefix("json:") {
-                Some(field) if !field.is_empty() => Ok(ResultFrom::Json(field.to_owned())),
+            _ => match (s.strip_prefix("json:"), s.strip_prefix("agent:")) {
+                (Some(field), _) if !field.is_empty() => Ok(ResultFrom::Json(field.to_owned())),
+                (_, Some(kind)) if !kind.is_empty() => AgentKind::parse(kind).map(ResultFrom::Agent),
                 _ => Err(format!("unknown result `{s}`; use {}", ResultFrom::KINDS)),
             },
         }
@@ -89,6 +99,7 @@ impl From<ResultFrom> for String {
             ResultFrom::Output => "output".into(),
             ResultFrom::File => "file".into(),
             ResultFrom::Json(field) => format!("json:{field}"),
+            ResultFrom::Agent(kind) => format!("agent:{kind}"),
         }
     }
 }
@@ -127,12 +138,19 @@ impl Template {
         Limits::from_settings(self.memory, self.cpus, self.pids, where_)
     }
 
-    /// Where this template's answer comes from.
+    /// The agent CLI this template runs: its `agent`, else its program's.
+    pub fn agent_kind(&self) -> AgentKind {
+        self.agent.unwrap_or_else(|| AgentKind::of_program(self.command.first().map_or("", String::as_str)))
+    }
+
+    /// Where this template's answer comes from: its `result`; else the file its command names;
+    /// else where its agent kind finds it (the last response for kiro and any other program).
     pub fn result_from(&self) -> ResultFrom {
-        match &self.result {
-            Some(r) => r.clone(),
-            None if self.uses_result_file() => ResultFrom::File,
-            None => ResultFrom::LastResponse,
+        match (&self.result, self.agent_kind()) {
+            (Some(r), _) => r.clone(),
+            _ if self.uses_result_file() => ResultFrom::File,
+            (None, AgentKind::Kiro | AgentKind::Generic) => ResultFrom::LastResponse,
+            (None, kind) => ResultFrom::Agent(kind),
         }
     }
 
@@ -363,11 +381,14 @@ mod tests {
             ("output", ResultFrom::Output),
             ("file", ResultFrom::File),
             ("json:result", ResultFrom::Json("result".into())),
+            ("agent:codex", ResultFrom::Agent(AgentKind::Codex)),
         ] {
             assert_eq!(ResultFrom::try_from(text.to_owned()).unwrap(), want);
             assert_eq!(String::from(want), text);
         }
-        for bad in ["", "json:", "last_response", "JSON:result"] {
+        let e = ResultFrom::try_from("agent:claud".to_owned()).unwrap_err();
+        assert!(e.contains("unknown agent `claud`"), "{e}");
+        for bad in ["", "json:", "last_response", "JSON:result", "agent:"] {
             let e = ResultFrom::try_from(bad.to_owned()).unwrap_err();
             assert!(e.contains("json:FIELD"), "{e}");
         }
