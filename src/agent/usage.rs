@@ -68,7 +68,7 @@ impl Usage {
         if self.cost_usd.is_some() && !self.cost_estimated {
             return;
         }
-        let Some(price) = self.model.as_deref().and_then(|m| prices.get(m)) else { return };
+        let Some(price) = self.model.as_deref().and_then(|m| price_of(m, prices)) else { return };
         if self.tokens().is_none() {
             return;
         }
@@ -113,6 +113,27 @@ impl Usage {
         }
         if parts.is_empty() { "unknown".into() } else { parts.join(" · ") }
     }
+}
+
+/// The price of `model`: the table's entry for it, else for the longest name it starts with
+/// (`claude-opus` serves `claude-opus-4-8`), else the list price of its Claude family (Claude
+/// Code reports its own cost only at its end: this estimates it while it runs).
+fn price_of(model: &str, prices: &Prices) -> Option<Price> {
+    if let Some(p) = prices.get(model) {
+        return Some(*p);
+    }
+    let by_prefix = prices.iter().filter(|(k, _)| model.starts_with(k.as_str())).max_by_key(|(k, _)| k.len());
+    if let Some((_, p)) = by_prefix {
+        return Some(*p);
+    }
+    // USD per million tokens; the cache read at a tenth, the cache write at 1.25 times the input.
+    let (input, output) = match model {
+        m if m.starts_with("claude-opus") => (5.0, 25.0),
+        m if m.starts_with("claude-sonnet") => (3.0, 15.0),
+        m if m.starts_with("claude-haiku") => (1.0, 5.0),
+        _ => return None,
+    };
+    Some(Price { input, output, cache_read: Some(input / 10.0), cache_write: Some(input * 1.25) })
 }
 
 /// A cost as people read it: four decimals below a dollar, two above.
@@ -169,8 +190,21 @@ mod tests {
         own.cost_estimated = false;
         own.estimate(&prices);
         assert_eq!(own.cost_usd, Some(0.01));
-        let mut other = Usage { model: Some("other".into()), cost_usd: None, cost_estimated: false, ..u };
+        let mut other = Usage { model: Some("other".into()), cost_usd: None, cost_estimated: false, ..u.clone() };
         other.estimate(&prices);
         assert_eq!(other.cost_usd, None);
+        // A Claude model is priced by its family unless the table says otherwise.
+        let claude = Usage {
+            model: Some("claude-opus-4-8".into()),
+            input_tokens: Some(10),
+            output_tokens: Some(20),
+            ..Usage::default()
+        };
+        let mut c = claude.clone();
+        c.estimate(&Prices::new());
+        assert!((c.cost_usd.unwrap() - 0.00055).abs() < 1e-12 && c.cost_estimated, "{c:?}");
+        let mut c = claude;
+        c.estimate(&[("claude-opus".to_owned(), Price { input: 1e6, output: 0.0, ..Price::default() })].into());
+        assert_eq!(c.cost_usd, Some(10.0));
     }
 }

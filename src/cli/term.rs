@@ -50,7 +50,7 @@ pub fn status_paint(s: crate::task::Status) -> Paint {
         Status::Completed => Paint::Green,
         Status::Running | Status::Starting => Paint::Blue,
         Status::Queued => Paint::Yellow,
-        Status::Cancelled | Status::Expired => Paint::Magenta,
+        Status::Cancelled | Status::Expired | Status::OverBudget => Paint::Magenta,
         Status::Failed | Status::Lost => Paint::Red,
     }
 }

@@ -36,8 +36,18 @@ pub struct LaunchOptions {
     pub timeout_secs: Option<f64>,
     /// Session told of its end (default: yours).
     pub session: Option<String>,
-    /// Halt it (`over_budget`) once it spends more: `{usd, tokens, turns}`.
+    #[serde(default)]
+    #[schemars(schema_with = "budget_schema")]
     pub budget: Option<Budget>,
+}
+
+/// A budget's schema, short: every client reads it, and a model pays for each byte.
+fn budget_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "description": "Halt it (`over_budget`) once it spends more.",
+        "properties": {"usd": {"type": "number"}, "tokens": {"type": "integer"}, "turns": {"type": "integer"}}
+    })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -224,6 +224,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             slurm_job: None,
             slurm_pending: None,
             limit_kept: None,
+            usage: None,
         };
         Ok((rec, spec))
     };

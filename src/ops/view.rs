@@ -71,10 +71,27 @@ pub struct TaskView {
     pub processes: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_bytes: Option<u64>,
+    /// What its agent spent, as its stream says: final once it ended, so far while it runs;
+    /// absent when unknown (an agent that reports none, or none yet).
+    /// (Left out of the tools' published schemas, as `containment` is, to keep them small.)
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub usage: Option<crate::agent::Usage>,
+    /// What its agent is doing now (the tool it runs and its argument, the file it edits,
+    /// `thinking`), and its todo list, while it runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub step: Option<crate::agent::stream::Step>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub todo: Vec<crate::agent::stream::Todo>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
 }
+
+/// More than any stream's news a supervisor publishes.
+const SEEN_MAX: u64 = 1 << 20;
 
 /// More than any summary agentctl writes (its cap and a note).
 const SUMMARY_MAX: u64 = crate::summary::DEFAULT_CAP as u64 + 4096;
@@ -142,6 +159,17 @@ impl TaskView {
             Some(line)
         };
         let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
+        // While it runs, what its supervisor last read of its stream.
+        let seen = match status.is_final() {
+            true => None,
+            false => files::read(&store.seen_path(rec.token), SEEN_MAX)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok()),
+        };
+        let (live_usage, step, todo) = match seen {
+            Some(s) => (Some(s.usage).filter(|u| u.is_known()), s.step, s.todo),
+            None => (None, None, Vec::new()),
+        };
         // Not in listings: a look at the disk per row.
         let worktree = Some(store.worktree_path(rec.token)).filter(|p| with_summary && p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
@@ -175,6 +203,9 @@ impl TaskView {
             containment: None,
             processes: None,
             memory_bytes: None,
+            usage: rec.usage.clone().or(live_usage),
+            step,
+            todo,
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })

@@ -55,6 +55,14 @@ impl Store {
             return Ok(());
         }
         let t = rec.token;
+        // What its supervisor last published of its usage, when it did not say it (it died).
+        if rec.usage.is_none() {
+            rec.usage = fs::read(self.seen_path(t))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok())
+                .map(|s| s.usage)
+                .filter(|u| u.is_known());
+        }
         // The rate-limited runs first, whoever records the end (the lost path too).
         let mut notes: Vec<String> = rec.rate_limited.iter().cloned().chain(note).collect();
         rec.retry_at_ms = None;
@@ -120,6 +128,7 @@ impl Store {
         event.exit_code = exit_code;
         event.summary = Some(summary_preview(&summary));
         event.changes = rec.changes.clone();
+        event.usage = rec.usage.clone();
         let ended = rec.clone();
         // The final record and its event in one transaction: whoever the event wakes reads the
         // end, and a crash leaves both or neither.
@@ -132,6 +141,7 @@ impl Store {
             *rec = self.read_record(t)?;
         }
         let _ = fs::remove_file(&reserve);
+        let _ = fs::remove_file(self.seen_path(t));
         let lines = self.lines_path(t);
         let _ = fs::remove_file(atomic::temp_path(&lines));
         let _ = fs::remove_file(lines);

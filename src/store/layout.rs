@@ -148,6 +148,12 @@ impl Store {
         self.task_dir(t).join("lines")
     }
 
+    /// What a running task's agent stream says so far (usage, current step), as JSON, published
+    /// by its supervisor.
+    pub fn seen_path(&self, t: Token) -> PathBuf {
+        self.task_dir(t).join("seen.json")
+    }
+
     fn history_dir(&self, role: &Role) -> PathBuf {
         self.home.join("subagents").join(role.as_str()).join("data").join("history")
     }

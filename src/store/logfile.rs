@@ -74,6 +74,11 @@ impl LineCounter {
     /// Count up to `budget` more bytes read from `src`; true when it caught up with what has
     /// been written.
     pub fn advance(&mut self, src: &mut impl Read, budget: u64) -> io::Result<bool> {
+        self.advance_with(src, budget, |_| {})
+    }
+
+    /// As `advance`, handing each piece read to `also` as well.
+    pub fn advance_with(&mut self, src: &mut impl Read, budget: u64, mut also: impl FnMut(&[u8])) -> io::Result<bool> {
         if self.buf.is_empty() {
             // Small at first: most logs counted while a task starts are empty or short, and
             // every fresh page costs a fault.
@@ -91,6 +96,7 @@ impl LineCounter {
                 self.buf.resize(64 * 1024, 0);
             }
             self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
+            also(&self.buf[..n]);
             self.last = Some(self.buf[n - 1]);
             read += n as u64;
             self.counted += n as u64;

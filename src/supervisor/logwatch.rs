@@ -1,6 +1,7 @@
 //! The supervisor's hold on the task's log: one descriptor on the very file the agent writes
 //! (so a log renamed, deleted or replaced by something else under the same name changes
-//! nothing), counted as it grows and published for readers, and summarized from at the end.
+//! nothing), counted as it grows and published for readers, its agent's stream followed in
+//! the same pass (`Follow`), and summarized from at the end.
 
 use std::fs::File;
 use std::io::{self, Seek, SeekFrom};
@@ -8,6 +9,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::follow::Follow;
 use crate::store::files::{self, Access};
 use crate::store::logfile::{Checkpoint, Counted, LineCounter};
 use crate::store::{Durability, write_atomic};
@@ -21,6 +23,9 @@ const PUBLISH_EVERY: Duration = Duration::from_secs(1);
 /// (No inotify: an instance per supervisor would run the user out of them at 128 tasks.)
 const FIRST_LOOK: Duration = Duration::from_secs(1);
 const LAST_LOOK: Duration = Duration::from_secs(30);
+/// How often the log of an agent whose stream is followed is looked at: what it is doing and
+/// spending is seen within half a second, and a budget is enforced as it is crossed.
+const FOLLOW_LOOK: Duration = Duration::from_millis(250);
 
 /// The most counted in one pass, so that halts and waiters are served between passes.
 const PASS: u64 = 16 << 20;
@@ -42,11 +47,15 @@ pub(super) struct LogWatch {
     look_every: Duration,
     /// False once the record is final.
     publishing: bool,
+    /// The agent's stream, read as it is counted, if its kind writes one agentctl reads.
+    pub follow: Option<Follow>,
+    /// What the stream says changed since the supervisor last looked.
+    pub news: bool,
 }
 
 impl LogWatch {
     /// Open the log the launcher created (refusing a symlink or anything but a regular file).
-    pub fn open(path: &Path, checkpoint: PathBuf) -> io::Result<LogWatch> {
+    pub fn open(path: &Path, checkpoint: PathBuf, follow: Option<Follow>) -> io::Result<LogWatch> {
         let file = files::open(path, Access::Read)?;
         Ok(LogWatch {
             file,
@@ -55,9 +64,11 @@ impl LogWatch {
             checkpoint,
             published: None,
             due: None,
-            look_at: Some(Instant::now() + FIRST_LOOK),
+            look_at: Some(Instant::now() + if follow.is_some() { FOLLOW_LOOK } else { FIRST_LOOK }),
             look_every: FIRST_LOOK,
             publishing: true,
+            follow,
+            news: false,
         })
     }
 
@@ -120,6 +131,9 @@ impl LogWatch {
         } else {
             (self.look_every * 2).min(LAST_LOOK)
         };
+        if self.follow.is_some() {
+            self.look_every = FOLLOW_LOOK;
+        }
         self.look_at = Some(Instant::now() + self.look_every);
     }
 
@@ -127,6 +141,9 @@ impl LogWatch {
     pub fn count_some(&mut self) {
         self.behind = !self.catch_up(PASS);
         self.publish();
+        if let Some(f) = self.follow.as_mut().filter(|_| self.publishing) {
+            self.news |= f.publish();
+        }
     }
 
     /// Count up to `budget` more bytes; true when caught up. A log cut short in place
@@ -137,13 +154,27 @@ impl LogWatch {
             self.counter = LineCounter::new();
             self.published = None;
         }
-        matches!(self.counter.advance(&mut self.file, budget), Ok(true))
+        let follow = &mut self.follow;
+        let done = self.counter.advance_with(&mut self.file, budget, |bytes| {
+            if let Some(f) = follow.as_mut() {
+                f.feed(bytes);
+            }
+        });
+        matches!(done, Ok(true))
+    }
+
+    /// Count and follow all the agent wrote, its last line too.
+    pub fn read_all(&mut self) {
+        self.catch_up(u64::MAX);
+        if let Some(f) = self.follow.as_mut() {
+            f.finish();
+        }
     }
 
     /// The final count, after which nothing more is published, and the file to summarize up to
     /// `end` (where the agent's output ends).
     pub fn finish(&mut self, end: u64) -> Counted<'_> {
-        self.catch_up(u64::MAX);
+        self.read_all();
         // The final count goes into the record.
         self.publishing = false;
         self.look_at = None;
@@ -162,7 +193,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (path, saved) = (dir.path().join("log"), dir.path().join("lines"));
         let mut log = File::options().create(true).append(true).open(&path).unwrap();
-        let mut watch = LogWatch::open(&path, saved.clone()).unwrap();
+        let mut watch = LogWatch::open(&path, saved.clone(), None).unwrap();
         let mut every = Vec::new();
         for _ in 0..6 {
             watch.look();

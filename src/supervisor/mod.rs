@@ -6,6 +6,7 @@ pub mod backend;
 pub mod cgroup;
 mod clients;
 pub mod control;
+mod follow;
 mod launch;
 mod lock;
 mod logwatch;

@@ -214,6 +214,19 @@ impl Supervisor {
         if self.log.due.is_some_and(|d| now >= d) {
             self.log.publish();
         }
+        self.check_budget();
+    }
+
+    /// Halt the task (`over_budget`) once what its agent spent passes its budget.
+    fn check_budget(&mut self) {
+        if !std::mem::take(&mut self.log.news) || self.stop.is_some() || self.spec.budget.is_empty() {
+            return;
+        }
+        let Some(f) = &self.log.follow else { return };
+        if let Some(why) = self.spec.budget.crossed(&f.seen().usage) {
+            self.add_note(why);
+            self.begin_stop(StopReason::OverBudget, Duration::from_millis(self.spec.grace_ms));
+        }
     }
 }
 

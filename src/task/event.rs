@@ -85,6 +85,9 @@ pub struct Event {
     /// For `task_finished` of a task in a worktree: what it changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<crate::worktree::Changes>,
+    /// For `task_finished` of an agent whose usage is known: what it spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::agent::Usage>,
 }
 
 impl Event {
@@ -104,6 +107,7 @@ impl Event {
             question_id: None,
             choices: Vec::new(),
             changes: None,
+            usage: None,
         }
     }
 

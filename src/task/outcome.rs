@@ -4,7 +4,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a task is in its life (DESIGN.md §2). The last five are final.
+/// Where a task is in its life (DESIGN.md §2). The last six are final.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
@@ -16,12 +16,14 @@ pub enum Status {
     Failed,
     Cancelled,
     Expired,
+    /// Halted for spending more than its budget.
+    OverBudget,
     Lost,
 }
 
 impl Status {
     /// All statuses, in lifecycle order.
-    pub const ALL: [Status; 8] = [
+    pub const ALL: [Status; 9] = [
         Status::Queued,
         Status::Starting,
         Status::Running,
@@ -29,6 +31,7 @@ impl Status {
         Status::Failed,
         Status::Cancelled,
         Status::Expired,
+        Status::OverBudget,
         Status::Lost,
     ];
 
@@ -47,6 +50,7 @@ impl Status {
             Status::Failed => "failed",
             Status::Cancelled => "cancelled",
             Status::Expired => "expired",
+            Status::OverBudget => "over_budget",
             Status::Lost => "lost",
         }
     }
@@ -82,6 +86,8 @@ pub enum StopReason {
     Halted,
     /// The task's deadline passed.
     DeadlinePassed,
+    /// The task spent more than its budget.
+    OverBudget,
 }
 
 /// How a task ended. Written once, in the final record, and never changed.
@@ -92,6 +98,7 @@ pub enum Outcome {
     Failed { exit_code: Option<i32>, signal: Option<i32>, error: Option<String> },
     Cancelled { exit_code: Option<i32>, signal: Option<i32> },
     Expired { exit_code: Option<i32>, signal: Option<i32> },
+    OverBudget { exit_code: Option<i32>, signal: Option<i32> },
     Lost,
 }
 
@@ -101,6 +108,7 @@ impl Outcome {
         match stopped {
             Some(StopReason::Halted) => Outcome::Cancelled { exit_code, signal },
             Some(StopReason::DeadlinePassed) => Outcome::Expired { exit_code, signal },
+            Some(StopReason::OverBudget) => Outcome::OverBudget { exit_code, signal },
             None if exit_code == Some(0) => Outcome::Completed,
             None => Outcome::Failed { exit_code, signal, error: None },
         }
@@ -113,6 +121,7 @@ impl Outcome {
             Outcome::Failed { .. } => Status::Failed,
             Outcome::Cancelled { .. } => Status::Cancelled,
             Outcome::Expired { .. } => Status::Expired,
+            Outcome::OverBudget { .. } => Status::OverBudget,
             Outcome::Lost => Status::Lost,
         }
     }
@@ -123,7 +132,8 @@ impl Outcome {
             Outcome::Completed => Some(0),
             Outcome::Failed { exit_code, .. }
             | Outcome::Cancelled { exit_code, .. }
-            | Outcome::Expired { exit_code, .. } => *exit_code,
+            | Outcome::Expired { exit_code, .. }
+            | Outcome::OverBudget { exit_code, .. } => *exit_code,
             Outcome::Lost => None,
         }
     }
@@ -131,9 +141,10 @@ impl Outcome {
     /// The signal that killed the child, if one did.
     pub fn signal(&self) -> Option<i32> {
         match self {
-            Outcome::Failed { signal, .. } | Outcome::Cancelled { signal, .. } | Outcome::Expired { signal, .. } => {
-                *signal
-            }
+            Outcome::Failed { signal, .. }
+            | Outcome::Cancelled { signal, .. }
+            | Outcome::Expired { signal, .. }
+            | Outcome::OverBudget { signal, .. } => *signal,
             Outcome::Completed | Outcome::Lost => None,
         }
     }
@@ -161,6 +172,7 @@ mod tests {
             (Some(0), None, Some(StopReason::Halted), Status::Cancelled),
             (None, Some(15), Some(StopReason::Halted), Status::Cancelled),
             (None, Some(15), Some(StopReason::DeadlinePassed), Status::Expired),
+            (None, Some(15), Some(StopReason::OverBudget), Status::OverBudget),
         ];
         for (code, sig, why, want) in cases {
             let o = Outcome::from_exit(code, sig, why);
@@ -181,7 +193,8 @@ mod tests {
     #[test]
     fn final_statuses() {
         let finals: Vec<_> = Status::ALL.into_iter().filter(|s| s.is_final()).collect();
-        assert_eq!(finals.len(), 5);
+        assert_eq!(finals.len(), 6);
+        assert_eq!(Status::parse("over_budget"), Some(Status::OverBudget));
         assert_eq!(Status::parse("lost"), Some(Status::Lost));
         assert_eq!(Status::parse("nope"), None);
     }

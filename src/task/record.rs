@@ -55,6 +55,10 @@ pub struct TaskRecord {
     /// file's now (the file cannot be read, or has no section for the pool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_kept: Option<String>,
+    /// What its agent spent, as its stream said (none: unknown, or not read yet); final once
+    /// it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<crate::agent::Usage>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -197,6 +201,7 @@ mod tests {
             slurm_job: None,
             slurm_pending: None,
             limit_kept: None,
+            usage: None,
         }
     }
 

@@ -15,5 +15,6 @@ mod retries;
 mod survival;
 mod templates;
 mod top;
+mod usage;
 mod waiting;
 mod worktrees;

@@ -42,6 +42,9 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         containment: None,
         processes: None,
         memory_bytes: None,
+        usage: None,
+        step: None,
+        todo: Vec::new(),
         note: None,
         message: None,
     }

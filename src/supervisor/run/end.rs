@@ -110,6 +110,16 @@ impl Supervisor {
         // Recording the end takes a few descriptors, which a supervisor at its limit would not have.
         self.clients.release_spares();
         // Counted and summarized from the file the agent wrote, whatever became of its name.
+        self.log.read_all();
+        // What its agent spent, as far as its stream says (none: unknown).
+        let seen = self.log.follow.as_ref().map(|f| f.seen());
+        self.rec.usage = seen.map(|s| s.usage).filter(|u| u.is_known());
+        if stop.is_none()
+            && let Some(why) = self.rec.usage.as_ref().and_then(|u| self.spec.budget.crossed(u))
+        {
+            // Its end said it: the agent had ended on its own by then.
+            self.add_note(format!("{why} (reported as it ended)"));
+        }
         let log = self.log.finish(answer_end);
         if let Err(e) = self.store.finish(&mut self.rec, outcome, self.note.clone(), Some(log), Some(&self.spec.result))
         {

@@ -124,6 +124,9 @@ impl Supervisor {
         (self.killed, self.kill_at) = (false, None);
         self.rec.run_start = start;
         self.rec.retries = n;
+        if let Some(f) = self.log.follow.as_mut() {
+            f.next_run();
+        }
         if let Some(started) = self.rec.started.as_mut() {
             started.pid = pid.as_raw();
         }

@@ -18,6 +18,7 @@ use crate::store::Store;
 use crate::supervisor::backend;
 use crate::supervisor::cgroup::{self, NoCgroup};
 use crate::supervisor::clients::Clients;
+use crate::supervisor::follow::Follow;
 use crate::supervisor::launch::{LOCK_FD, report, started_report};
 use crate::supervisor::lock::Lock;
 use crate::supervisor::logwatch::LogWatch;
@@ -179,7 +180,9 @@ impl Supervisor {
         let backend = backend::of(&spec);
         backend.at_start(&mut rec);
         let log_path = store.log_path(&rec.role, rec.token);
-        let opened = LogWatch::open(&log_path, store.lines_path(token)).and_then(|l| Ok((l.open_for_agent()?, l)));
+        let follow = Follow::of(&spec, store.seen_path(token));
+        let opened =
+            LogWatch::open(&log_path, store.lines_path(token), follow).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {
             Ok((output, log)) => {
                 let cgroup = contained.as_ref().map(|c| &c.made.cgroup);

@@ -1,0 +1,82 @@
+//! What an agent spends and does, read from its stream while it runs, and budgets that halt it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::common::{Home, fixtures, wait_until};
+
+/// The stand-in for Claude Code's stream (recognised as `claude` by its name).
+fn claude() -> String {
+    fixtures().join("stream/claude").to_string_lossy().into_owned()
+}
+
+#[test]
+fn a_claude_tasks_step_shows_while_it_runs_and_its_usage_is_the_clis_own_at_the_end() {
+    let h = Home::new();
+    let gate = h.path().join("gate");
+    let claude = claude();
+    let v = h.run(&["--json", "run", "--async", "--", &claude, "steps", gate.to_str().unwrap()], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let mut last = Value::Null;
+    wait_until(Duration::from_secs(30), "the Bash step to show", || {
+        last = h.status(&token);
+        last["step"]["what"] == "Bash: sleep 5"
+    });
+    // One message in two events counts once; its cost is estimated while it runs.
+    let u = &last["usage"];
+    assert_eq!(
+        (u["input_tokens"].as_u64(), u["output_tokens"].as_u64(), u["turns"].as_u64()),
+        (Some(100), Some(12), Some(1)),
+        "{last}"
+    );
+    assert_eq!(
+        (u["session_id"].as_str(), u["cost_estimated"].as_bool()),
+        (Some("5e0c4a52-7d1f-4a43-9d0b-3c4fb0d3e001"), Some(true)),
+        "{u}"
+    );
+    let listed = h.run(&["--json", "list"], 0).json();
+    assert_eq!(listed["tasks"][0]["step"]["what"], "Bash: sleep 5", "{listed}");
+    std::fs::write(&gate, "").unwrap();
+    let v = h.run(&["--json", "await", &token], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+    assert_eq!(v["summary"], "All done: the change is good.");
+    let u = &v["usage"];
+    let tokens: Vec<_> = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "turns"]
+        .map(|k| u[k].as_u64())
+        .into();
+    assert_eq!(tokens, [Some(200), Some(50), Some(30), Some(40), Some(2)], "{u}");
+    assert_eq!((u["cost_usd"].as_f64(), u.get("cost_estimated")), (Some(0.0123), None), "the CLI's own cost: {u}");
+    assert!(v.get("step").is_none(), "{v}");
+    // The end's event says it too.
+    let e = h.run(&["--json", "wait", "--timeout", "5s"], 0).json();
+    assert_eq!(e["usage"]["cost_usd"].as_f64(), Some(0.0123), "{e}");
+}
+
+#[test]
+fn a_task_that_passes_its_budget_is_halted_over_budget_within_the_turn() {
+    let h = Home::new();
+    let claude = claude();
+    let v = h.run(&["--json", "run", "--sync", "--budget-usd", "0.05", "--", &claude, "loop"], 1).json();
+    assert_eq!(v["status"], "over_budget", "{v}");
+    let u = &v["usage"];
+    // $0.02 a call (estimated at list prices while it runs): the third passes $0.05.
+    assert_eq!((u["turns"].as_u64(), u["cost_estimated"].as_bool()), (Some(3), Some(true)), "{u}");
+    let note = v["note"].as_str().unwrap();
+    assert!(note.contains("over budget: cost $0.06") && note.contains("budget of $0.0500"), "{note}");
+    assert!(h.all_ended());
+
+    let v = h.run(&["--json", "run", "--sync", "--budget-turns", "3", "--", &claude, "loop"], 1).json();
+    assert_eq!((v["status"].as_str(), v["usage"]["turns"].as_u64()), (Some("over_budget"), Some(4)), "{v}");
+    assert!(v["note"].as_str().unwrap().contains("4 turns passed its budget of 3 by 1"), "{v}");
+    let text = h.run(&["status", v["token"].as_str().unwrap()], 1).stdout;
+    assert!(text.contains("over_budget"), "{text}");
+}
+
+#[test]
+fn a_broken_stream_leaves_the_answer_and_usage_unknown_never_zero() {
+    let h = Home::new();
+    let v = h.run(&["--json", "run", "--sync", "--", &claude(), "broken"], 0).json();
+    assert_eq!((v["status"].as_str(), v["summary"].as_str()), (Some("completed"), Some("the answer")), "{v}");
+    assert!(v.get("usage").is_none(), "a session id alone is no usage: {v}");
+}
