@@ -17,6 +17,8 @@ pub(super) struct Follow {
     /// What the earlier runs of the task spent (a rate-limited run's usage still counts).
     before: Option<Usage>,
     prices: Prices,
+    /// The model its command asks for (`-m`/`--model`), for a stream that does not say it.
+    model: Option<String>,
     /// Where what it said is published, and when it last changed.
     path: PathBuf,
     pub changed_at: Option<Instant>,
@@ -27,7 +29,8 @@ impl Follow {
     pub fn of(spec: &TaskSpec, path: PathBuf) -> Option<Follow> {
         let kind = spec.agent_kind();
         let lines = Lines::new(crate::agent::kind(kind).reader()?);
-        Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), path, changed_at: None })
+        let model = model_in(&spec.argv);
+        Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), model, path, changed_at: None })
     }
 
     /// What the agent wrote next.
@@ -51,6 +54,9 @@ impl Follow {
     /// What the stream said so far, over all runs, its cost estimated where the agent gives none.
     pub fn seen(&self) -> Seen {
         let mut seen = self.lines.seen.clone();
+        if seen.usage.model.is_none() && seen.usage.is_known() {
+            seen.usage.model = self.model.clone();
+        }
         seen.usage.estimate(&self.prices);
         if let Some(before) = &self.before {
             let mut total = before.clone();
@@ -75,5 +81,35 @@ impl Follow {
         if let Some(reader) = crate::agent::kind(self.kind).reader() {
             self.lines = Lines::new(reader);
         }
+    }
+}
+
+/// The model a command asks for: the value of its `-m`/`--model` option.
+fn model_in(argv: &[String]) -> Option<String> {
+    let mut args = argv.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-m" | "--model" => return args.next().cloned(),
+            _ => {
+                if let Some(m) = a.strip_prefix("--model=") {
+                    return Some(m.to_owned());
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_model_is_read_from_the_command_line() {
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(model_in(&argv(&["codex", "exec", "-m", "gpt-5.5", "q"])).as_deref(), Some("gpt-5.5"));
+        assert_eq!(model_in(&argv(&["claude", "--model=opus", "-p"])).as_deref(), Some("opus"));
+        assert_eq!(model_in(&argv(&["gemini", "-p", "--model"])), None);
+        assert_eq!(model_in(&argv(&["-m"])), None);
     }
 }
