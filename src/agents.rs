@@ -1,12 +1,20 @@
-//! `agents.toml`: which argv runs which role, with the built-in kiro-cli default.
+//! `agents.toml`: which argv runs which role (its own entry, else the built-in template of the
+//! agent kind of its name, else `[default]`, else kiro-cli's), and the prices, pools and
+//! budgets it sets.
+
+mod builtin;
+mod check;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::agent::{AgentKind, Prices};
 use crate::error::{Error, Result};
-use crate::task::{BackendKind, Bytes, Limits, Role, SlurmSettings, Template};
+use crate::task::{BackendKind, Budget, Bytes, Limits, Role, SlurmSettings, Template};
+
+pub use builtin::KINDS as BUILTIN_KINDS;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -16,6 +24,9 @@ struct AgentsFile {
     agents: BTreeMap<String, Template>,
     #[serde(default)]
     pools: BTreeMap<String, PoolSettings>,
+    /// `[prices."MODEL"]`: what a model's tokens cost, for agents that report tokens only.
+    #[serde(default)]
+    prices: Prices,
 }
 
 /// `[pools.NAME]`: how many of the pool's tasks run at once.
@@ -32,6 +43,8 @@ pub struct PoolSettings {
     pub backend: Option<BackendKind>,
     /// The Slurm options of its tasks' jobs, under their template's own.
     pub slurm: Option<SlurmSettings>,
+    /// The most each of its tasks may spend, under its template's and its own.
+    pub budget: Option<Budget>,
 }
 
 fn default_parallel() -> u32 {
@@ -91,30 +104,7 @@ impl Agents {
         })?;
         let file: AgentsFile = toml::from_str(&text)
             .map_err(|e| Error::Usage(format!("agents file {} is not valid: {e}", path.display())))?;
-        let sections = file.agents.iter().map(|(n, t)| (format!("[agents.{n}]"), Some(n), t));
-        for (section, name, t) in sections.chain(file.default.iter().map(|t| ("[default]".to_owned(), None, t))) {
-            if let Some(name) = name {
-                Role::parse(name).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
-            }
-            t.limits(&section)
-                .and_then(|_| t.check_placeholders(&section))
-                .and_then(|_| t.check_timeout(&section))
-                .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
-        }
-        for (name, pool) in &file.pools {
-            Role::parse(name).map_err(|e| {
-                Error::Usage(format!("agents file {}: pool names follow role names' rules: {e}", path.display()))
-            })?;
-            if !(1..=MOST_PARALLEL).contains(&pool.parallel) {
-                return Err(Error::Usage(format!(
-                    "agents file {}: [pools.{name}] parallel = {}; give 1 to {MOST_PARALLEL}",
-                    path.display(),
-                    pool.parallel
-                )));
-            }
-            Limits::from_settings(pool.memory, pool.cpus, pool.pids, &format!("[pools.{name}]"))
-                .map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
-        }
+        check::file(&file).map_err(|e| Error::Usage(format!("agents file {}: {e}", path.display())))?;
         let agents = Agents { path: Some(path), file };
         for (role, t) in agents
             .file
@@ -158,6 +148,18 @@ impl Agents {
         p.and_then(|p| Limits::from_settings(p.memory, p.cpus, p.pids, "").ok()).unwrap_or_default()
     }
 
+    /// A task's budget: each limit its own (`--budget-usd`…), else its template's, else its
+    /// pool's (`[pools.NAME] budget`, per task).
+    pub fn budget(&self, own: Budget, template: &Template, pool: &str) -> Budget {
+        let pool = self.file.pools.get(pool).and_then(|p| p.budget).unwrap_or_default();
+        own.or(template.budget.unwrap_or_default()).or(pool)
+    }
+
+    /// The prices of `[prices]`, by model.
+    pub fn prices(&self) -> &Prices {
+        &self.file.prices
+    }
+
     /// Where a task of `pool` whose template chose nothing runs its agent, and the Slurm options
     /// its template's own go over.
     pub fn pool_backend(&self, pool: &str) -> (Option<BackendKind>, SlurmSettings) {
@@ -174,9 +176,15 @@ impl Agents {
     /// The template for `role` that `ask` runs: as `resolve`, but a role with no entry of its own
     /// whose name is close to a defined one (`reviwer` beside `reviewer`) is refused, so that a
     /// typo never silently runs another agent.
+    ///
+    /// The built-in roles are defined too: `claude` runs even beside a defined `claudia` or
+    /// `claude1`. They are never what a typo is near, though: a role one letter from a kind's
+    /// name (`coder` beside `codex`) is a role of its own, as it was before there were built-in
+    /// roles, and runs `[default]`.
     pub fn template_for(&self, role: &Role) -> Result<Resolved> {
         // A defined role (the usual case) is not compared with every other.
         if !self.file.agents.contains_key(role.as_str())
+            && builtin::for_role(role.as_str()).is_none()
             && let Some((_, near)) = self.roles().into_iter().filter_map(|r| Some((near(role.as_str(), r)?, r))).min()
         {
             return Err(Error::UnknownRole {
@@ -194,6 +202,16 @@ impl Agents {
         self.file.agents.keys().map(String::as_str).collect()
     }
 
+    /// The built-in roles the file leaves as they are (no entry of that name), each with its
+    /// kind and template, in the order of `BUILTIN_KINDS`.
+    pub fn builtin_roles(&self) -> Vec<(AgentKind, Template)> {
+        BUILTIN_KINDS
+            .into_iter()
+            .filter(|k| !self.file.agents.contains_key(k.as_str()))
+            .filter_map(|k| Some((k, builtin::template(k)?)))
+            .collect()
+    }
+
     /// What runs a role with no entry of its own, and where that comes from.
     pub fn fallback(&self) -> Resolved {
         match &self.file.default {
@@ -204,7 +222,10 @@ impl Agents {
 
     /// Whether the file says nothing at all (or there is none).
     pub fn is_empty(&self) -> bool {
-        self.file.default.is_none() && self.file.agents.is_empty() && self.file.pools.is_empty()
+        self.file.default.is_none()
+            && self.file.agents.is_empty()
+            && self.file.pools.is_empty()
+            && self.file.prices.is_empty()
     }
 
     /// The `parallel` of `pool`'s own section, if the file has one.
@@ -212,7 +233,8 @@ impl Agents {
         self.file.pools.get(pool).map(|p| p.parallel)
     }
 
-    /// The template for `role`: its own entry, else `[default]`, else the built-in default.
+    /// The template for `role`: its own entry, else the built-in template of the kind it names
+    /// (`claude`, `codex`…), else `[default]`, else the built-in default.
     pub fn resolve(&self, role: &Role) -> Resolved {
         let at = |what: &str| match &self.path {
             Some(p) => format!("{what} in {}", p.display()),
@@ -220,6 +242,9 @@ impl Agents {
         };
         if let Some(t) = self.file.agents.get(role.as_str()) {
             return Resolved { template: t.clone(), source: at(&format!("[agents.{role}]")) };
+        }
+        if let Some(t) = builtin::for_role(role.as_str()) {
+            return Resolved { template: t, source: format!("the built-in `{role}` template") };
         }
         if let Some(t) = &self.file.default {
             return Resolved { template: t.clone(), source: at("[default]") };
@@ -260,74 +285,4 @@ fn near(asked: &str, defined: &str) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn roles_fall_back_to_default_then_builtin() {
-        let dir = tempfile::tempdir().unwrap();
-        let reviewer = Role::parse("reviewer").unwrap();
-        let none = Agents::load(dir.path(), None).unwrap();
-        assert_eq!(none.resolve(&reviewer).template, Template::builtin_default());
-
-        std::fs::write(
-            dir.path().join("agents.toml"),
-            "[default]\ncommand = [\"d\", \"{question}\"]\n[agents.reviewer]\ncommand = [\"r\"]\ntimeout = \"30m\"\n",
-        )
-        .unwrap();
-        let a = Agents::load(dir.path(), None).unwrap();
-        assert_eq!(a.resolve(&reviewer).template.command, ["r"]);
-        assert!(a.resolve(&reviewer).source.contains("[agents.reviewer]"));
-        assert_eq!(a.resolve(&Role::parse("other").unwrap()).template.command, ["d", "{question}"]);
-    }
-
-    #[test]
-    fn a_role_close_to_a_defined_one_is_refused_with_the_one_meant() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.toml");
-        let roles = "[agents.reviewer]\ncommand = [\"r\"]\n[agents.w1]\ncommand = [\"w\"]\n\
-                     [agents.worker1]\ncommand = [\"w\"]\n[agents.reviewers]\ncommand = [\"rs\"]\n";
-        std::fs::write(&p, roles).unwrap();
-        let a = Agents::load(dir.path(), Some(&p)).unwrap();
-        // The nearest defined role is named.
-        for (typo, meant) in [
-            ("reviwer", "reviewer"),
-            ("Reviewer", "reviewer"),
-            ("reveiwer", "reviewer"),
-            ("review", "reviewer"),
-            ("reviewerss", "reviewers"),
-            ("workr1", "worker1"),
-        ] {
-            match a.template_for(&Role::parse(typo).unwrap()) {
-                Err(Error::UnknownRole { near, roles, .. }) => assert_eq!((near.as_str(), roles.len()), (meant, 4)),
-                other => panic!("{typo}: {:?}", other.map(|r| r.source)),
-            }
-        }
-        // Far from every defined role (short, and a whole character off), or another number of
-        // a numbered one: the default runs.
-        for other in ["planner", "w2", "x", "reviewing-bot", "worker2", "worker12", "worker"] {
-            let r = a.template_for(&Role::parse(other).unwrap()).unwrap();
-            assert_eq!(r.template, Template::builtin_default(), "{other}");
-        }
-        assert_eq!(a.template_for(&Role::parse("reviewer").unwrap()).unwrap().template.command, ["r"]);
-    }
-
-    #[test]
-    fn long_role_lists_are_cut_saying_how_many_more() {
-        let names: Vec<String> = (0..23).map(|i| format!("r{i}")).collect();
-        assert_eq!(name_list(&names[..2]), "r0, r1");
-        assert!(name_list(&names).ends_with("r19 and 3 more"), "{}", name_list(&names));
-    }
-
-    #[test]
-    fn bad_files_are_usage_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("a.toml");
-        std::fs::write(&p, "[agents.reviewer]\ncomand = [\"x\"]\n").unwrap();
-        let e = Agents::load(dir.path(), Some(&p)).unwrap_err().to_string();
-        assert!(e.contains("not valid"), "{e}");
-        std::fs::write(&p, "[agents.\"../x\"]\ncommand = [\"x\"]\n").unwrap();
-        assert!(Agents::load(dir.path(), Some(&p)).is_err());
-        assert!(Agents::load(dir.path(), Some(&dir.path().join("missing.toml"))).is_err());
-    }
-}
+mod tests;

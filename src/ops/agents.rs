@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use crate::agent::AgentKind;
 use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::Result;
 use crate::store::Store;
@@ -17,6 +18,9 @@ pub fn check_agents_file(store: &Store, file: &Path) -> Result<()> {
     Agents::load(store.home(), Some(file)).map(drop)
 }
 
+/// The `source` of a built-in role.
+pub const BUILT_IN: &str = "built-in";
+
 /// The roles `ask` knows, and what runs every other role.
 #[derive(Clone, Debug, Serialize)]
 pub struct Roles {
@@ -24,6 +28,8 @@ pub struct Roles {
     pub file: Option<PathBuf>,
     /// The roles with an entry of their own, in name order.
     pub roles: Vec<RoleInfo>,
+    /// The built-in roles, one per agent kind (`claude`, `codex`…), that no entry overrides.
+    pub builtin: Vec<RoleInfo>,
     /// What runs a role without one: `[default]`, or the built-in template.
     pub other_roles: RoleInfo,
 }
@@ -34,11 +40,13 @@ pub struct RoleInfo {
     /// Its name (`*` for every other role).
     pub role: String,
     pub command: Vec<String>,
+    /// The agent CLI it runs (`claude`, `codex`…, `generic` for any other command).
+    pub agent: AgentKind,
     pub pool: String,
     /// `local` or `slurm`.
     pub backend: &'static str,
     pub timeout: Option<String>,
-    /// Where the template is: `[agents.NAME]`, `[default]`, or the built-in default.
+    /// Where the template is: `[agents.NAME]`, `[default]`, `built-in`, or the built-in default.
     pub source: String,
 }
 
@@ -47,6 +55,7 @@ impl RoleInfo {
         RoleInfo {
             role: role.to_owned(),
             command: t.command.clone(),
+            agent: t.agent_kind(),
             pool: t.pool.clone().unwrap_or_else(|| DEFAULT_POOL.to_owned()),
             backend: match t.backend.unwrap_or_default() {
                 BackendKind::Local => "local",
@@ -69,10 +78,12 @@ pub fn roles(home: &Path, file: Option<&Path>) -> Result<Roles> {
             Ok(RoleInfo::of(name, &agents.resolve(&role).template, format!("[agents.{name}]")))
         })
         .collect::<Result<_>>()?;
+    let builtin = agents.builtin_roles().iter().map(|(k, t)| RoleInfo::of(k.as_str(), t, BUILT_IN.into())).collect();
     let fallback = agents.fallback();
     Ok(Roles {
         file: agents.path().map(Path::to_owned),
         roles,
+        builtin,
         other_roles: RoleInfo::of("*", &fallback.template, fallback.source),
     })
 }

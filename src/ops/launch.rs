@@ -114,6 +114,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let pool_limits = agents.pool_limits(&pool_name);
     // The template's choice, else its pool's (a nested task's too).
     let (pool_kind, pool_slurm) = agents.pool_backend(&pool_name);
+    let budget = agents.budget(req.budget, &template, &pool_name);
     let backend = supervisor::backend::prepare(&template, (&pool_name, pool_kind, pool_slurm));
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
@@ -203,8 +204,9 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             limits: limits.clone(),
             backend,
             agent: Some(template.agent_kind()),
-            budget: req.budget.or(template.budget.unwrap_or_default()),
-            prices: Default::default(),
+            budget,
+            // Only what the file sets: a task keeps no table of its own.
+            prices: agents.prices().clone(),
         };
         let rec = TaskRecord {
             token,

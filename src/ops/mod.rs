@@ -24,7 +24,7 @@ mod view;
 mod wait;
 mod watch;
 
-pub use agents::{RoleInfo, Roles, check_agents_file, roles};
+pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
 pub use converse::{Asked, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,

@@ -114,10 +114,12 @@ pub struct Vars<'a> {
 }
 
 impl Template {
-    /// The built-in template for roles that `agents.toml` does not name.
+    /// The built-in template for roles that `agents.toml` does not name (and for `kiro`):
+    /// kiro-cli's headless chat, trusting its tools, since without `--trust-all-tools` it stops
+    /// at the first tool that needs approval (see `agents::builtin`).
     pub fn builtin_default() -> Template {
-        let command = ["kiro-cli", "chat", "--no-interactive", "--agent", "{role}", "{question}"];
-        Template { command: command.map(String::from).to_vec(), ..Template::default() }
+        let command = ["kiro-cli", "chat", "--no-interactive", "--trust-all-tools", "--agent", "{role}", "{question}"];
+        Template { command: command.map(String::from).to_vec(), agent: Some(AgentKind::Kiro), ..Template::default() }
     }
 
     /// Refuse a `timeout` that is not a duration, saying where it is.
@@ -325,7 +327,15 @@ mod tests {
         let argv = Template::builtin_default().render(&vars("fix it; rm -rf / {token} $(x)")).unwrap();
         assert_eq!(
             argv,
-            ["kiro-cli", "chat", "--no-interactive", "--agent", "reviewer", "fix it; rm -rf / {token} $(x)"]
+            [
+                "kiro-cli",
+                "chat",
+                "--no-interactive",
+                "--trust-all-tools",
+                "--agent",
+                "reviewer",
+                "fix it; rm -rf / {token} $(x)"
+            ]
         );
     }
 

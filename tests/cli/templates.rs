@@ -1,5 +1,6 @@
-//! Roles and templates: the built-in kiro-cli default, agents.toml overrides, missing
-//! commands, questions as one argv element, long questions, and the summary of a kiro-style log.
+//! Roles and templates: the built-in kiro-cli default and the built-in role of each agent kind,
+//! agents.toml overrides, missing commands, questions as one argv element, long questions, and
+//! the summary of a kiro-style log.
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +44,45 @@ fn an_agents_toml_entry_overrides_the_default() {
     assert_eq!(v["summary"], "from other");
 }
 
+/// A stand-in `claude` in a directory of its own that prints its arguments, one a line.
+fn argv_printer(h: &Home) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = h.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let claude = bin.join("claude");
+    std::fs::write(&claude, "#!/bin/sh\nfor a; do printf 'arg: %s\\n' \"$a\"; done\n").unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
+}
+
+#[test]
+fn a_kinds_name_runs_its_builtin_template_unless_the_file_has_an_entry_of_that_name() {
+    let h = Home::new();
+    let path = argv_printer(&h);
+    let ask = |h: &Home| {
+        let out = h.cmd().env("PATH", &path).args(["--json", "ask", "--sync", "claude", "--", "-v fix it"]).output();
+        let v = crate::common::check(&["ask", "claude"], out.unwrap(), 0).json();
+        std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap()
+    };
+    // No agents.toml: the built-in claude template, its question after `--`.
+    let args =
+        "-p\n--output-format\nstream-json\n--verbose\n--permission-mode\nacceptEdits\n--allowedTools\nBash\n--\n";
+    assert_eq!(ask(&h), format!("{}arg: -v fix it\n", args.lines().map(|a| format!("arg: {a}\n")).collect::<String>()));
+    // A [default] does not take a kind's name from its built-in role.
+    std::fs::write(h.path().join("agents.toml"), "[default]\ncommand = [\"false\"]\n").unwrap();
+    assert!(ask(&h).starts_with("arg: -p\narg: --output-format\narg: stream-json\n"));
+    // An entry of that name does: a reviewer-like claude that may not edit.
+    std::fs::write(
+        h.path().join("agents.toml"),
+        "[agents.claude]\ncommand = [\"claude\", \"--permission-mode\", \"plan\", \"{question}\"]\n",
+    )
+    .unwrap();
+    assert_eq!(ask(&h), "arg: --permission-mode\narg: plan\narg: -v fix it\n");
+    let r = h.run(&["roles"], 0);
+    assert!(r.stdout.lines().any(|l| l.starts_with("claude ") && l.contains("plan")), "{}", r.stdout);
+    assert!(!r.stdout.contains("claude (built-in)") && r.stdout.contains("codex (built-in)"), "{}", r.stdout);
+}
+
 #[test]
 fn a_misspelled_role_is_refused_with_the_one_meant_and_roles_lists_them() {
     let h = Home::new();
@@ -68,10 +108,18 @@ fn a_misspelled_role_is_refused_with_the_one_meant_and_roles_lists_them() {
     assert!(lines[0].contains("agents.toml"), "{}", r.stdout);
     assert!(lines[2].starts_with("planner") && lines[2].contains(" p "), "{}", r.stdout);
     assert!(lines[3].starts_with("reviewer") && lines[3].contains("sleep 0"), "{}", r.stdout);
-    assert!(lines[4].starts_with('*') && lines[4].contains("kiro-cli"), "{}", r.stdout);
+    // Then the built-in roles, marked so.
+    assert!(lines[4].starts_with("claude (built-in)") && lines[4].contains("stream-json"), "{}", r.stdout);
+    assert!(lines[10].starts_with('*') && lines[10].contains("kiro-cli"), "{}", r.stdout);
     let v = h.run(&["--json", "roles"], 0).json();
     let names: Vec<&str> = v["roles"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
     assert_eq!(names, ["planner", "reviewer"]);
+    let builtin: Vec<&str> = v["builtin"].as_array().unwrap().iter().map(|r| r["role"].as_str().unwrap()).collect();
+    assert_eq!(builtin, ["claude", "codex", "gemini", "copilot", "opencode", "kiro"]);
+    assert_eq!(
+        (v["builtin"][1]["agent"].as_str(), v["builtin"][1]["source"].as_str()),
+        (Some("codex"), Some("built-in"))
+    );
     assert_eq!(v["other_roles"]["source"], "the built-in default template");
 }
 

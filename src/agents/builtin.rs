@@ -1,0 +1,152 @@
+//! The built-in templates: one per agent CLI agentctl knows, each asking for its structured
+//! stream and choosing a permission mode for unattended work in the task's own directory. Each
+//! runs the role of its kind's name when the agents file has no entry of that name; kiro's also
+//! runs every other role the file does not define.
+
+use crate::agent::AgentKind;
+use crate::task::Template;
+
+/// The kinds with a built-in template, in the order listings show them (`generic` has none:
+/// it is any other command).
+pub const KINDS: [AgentKind; 6] =
+    [AgentKind::Claude, AgentKind::Codex, AgentKind::Gemini, AgentKind::Copilot, AgentKind::Opencode, AgentKind::Kiro];
+
+/// The built-in template of `kind`, if it has one.
+///
+/// Each may edit files in its working directory and run commands there, and none waits for a
+/// person at a prompt (nobody is there to answer):
+/// - claude: `acceptEdits` lets it edit inside its directory; `--allowedTools Bash` lets it run
+///   commands, which `claude -p` would otherwise refuse. `bypassPermissions` is not used: Claude
+///   Code refuses it as root (unless `IS_SANDBOX=1`), and it would allow edits anywhere.
+/// - codex: `codex exec` never asks; `--sandbox workspace-write` lets it write in its directory
+///   (its default, `read-only`, could fix nothing).
+/// - gemini: `--approval-mode yolo` runs its tools (headless, any other mode refuses shell
+///   commands); `--skip-trust`, since Gemini CLI exits (55) in a folder nobody trusted.
+/// - copilot: `--allow-all-tools` (required without a prompt; file access stays in its
+///   directory), `--no-ask-user` so that it never waits on a question, `--no-auto-update` so
+///   that a task does not download a new copilot.
+/// - opencode: its own defaults allow edits and commands; what would ask (a path outside its
+///   directory) is refused by `opencode run` (`--auto` would approve it).
+/// - kiro: `--trust-all-tools`: without it `kiro-cli chat --no-interactive` stops at the first
+///   tool that needs approval.
+///
+/// Questions go after `--`, or as `--prompt=…`, where the CLI allows it, so that a question
+/// starting with `-` is not read as an option.
+pub fn template(kind: AgentKind) -> Option<Template> {
+    let command: &[&str] = match kind {
+        AgentKind::Claude => &[
+            "claude",
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "acceptEdits",
+            "--allowedTools",
+            "Bash",
+            "--",
+            "{question}",
+        ],
+        AgentKind::Codex => &[
+            "codex",
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "--output-last-message",
+            "{result_file}",
+            "--",
+            "{question}",
+        ],
+        AgentKind::Gemini => &[
+            "gemini",
+            "--prompt={question}",
+            "--output-format",
+            "stream-json",
+            "--approval-mode",
+            "yolo",
+            "--skip-trust",
+        ],
+        AgentKind::Copilot => &[
+            "copilot",
+            "--prompt={question}",
+            "--output-format",
+            "json",
+            "--allow-all-tools",
+            "--no-ask-user",
+            "--no-auto-update",
+        ],
+        AgentKind::Opencode => &["opencode", "run", "--format", "json", "{question}"],
+        AgentKind::Kiro => return Some(Template::builtin_default()),
+        AgentKind::Generic => return None,
+    };
+    let command = command.iter().map(|a| a.to_string()).collect();
+    Some(Template { command, agent: Some(kind), ..Template::default() })
+}
+
+/// The built-in template of the kind named `role` (`claude`, `codex`…), if there is one.
+pub fn for_role(role: &str) -> Option<Template> {
+    KINDS.into_iter().find(|k| k.as_str() == role).and_then(template)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::{ResultFrom, Vars};
+
+    fn argv(role: &str, question: &str) -> Vec<String> {
+        let vars = Vars { role, question, question_file: "/q", result_file: "/r", token: "t" };
+        for_role(role).unwrap().render(&vars).unwrap()
+    }
+
+    #[test]
+    fn each_kind_runs_its_cli_asking_for_its_stream_in_a_mode_that_needs_nobody() {
+        assert_eq!(
+            argv("claude", "-v fix it"),
+            [
+                "claude",
+                "-p",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--permission-mode",
+                "acceptEdits",
+                "--allowedTools",
+                "Bash",
+                "--",
+                "-v fix it"
+            ]
+        );
+        assert_eq!(
+            argv("codex", "q")[..6],
+            ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"]
+        );
+        assert_eq!(argv("codex", "q")[6..], ["--output-last-message", "/r", "--", "q"]);
+        assert_eq!(argv("gemini", "-q")[1], "--prompt=-q");
+        assert!(argv("gemini", "q").ends_with(&["--approval-mode".into(), "yolo".into(), "--skip-trust".into()]));
+        assert_eq!(argv("copilot", "q")[1..3], ["--prompt=q", "--output-format"]);
+        assert_eq!(argv("opencode", "q"), ["opencode", "run", "--format", "json", "q"]);
+        assert_eq!(
+            argv("kiro", "q"),
+            ["kiro-cli", "chat", "--no-interactive", "--trust-all-tools", "--agent", "kiro", "q"]
+        );
+        assert_eq!(for_role("generic"), None);
+        assert_eq!(for_role("Claude"), None);
+    }
+
+    #[test]
+    fn each_says_its_kind_and_the_kind_finds_its_answer() {
+        for kind in KINDS {
+            let t = template(kind).unwrap();
+            assert_eq!((t.agent, t.agent_kind()), (Some(kind), kind));
+            assert_eq!(t.check_placeholders(kind.as_str()), Ok(()));
+            let want = match kind {
+                AgentKind::Codex => ResultFrom::File,
+                AgentKind::Kiro => ResultFrom::LastResponse,
+                k => ResultFrom::Agent(k),
+            };
+            assert_eq!(t.result_from(), want, "{kind}");
+        }
+    }
+}
