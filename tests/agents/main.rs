@@ -7,6 +7,7 @@
 #[path = "../cli/common.rs"]
 mod common;
 
+mod builtin;
 mod clis;
 mod fake_api;
 mod smoke;
