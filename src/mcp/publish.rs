@@ -56,13 +56,21 @@ pub fn publish<S>(router: &mut ToolRouter<S>, max: MaxWait) {
 pub fn name_roles<S>(router: &mut ToolRouter<S>, roles: &crate::ops::Roles) {
     let Some(tool) = router.map.get_mut("ask").map(|r| &mut r.attr) else { return };
     let names: Vec<&str> = roles.roles.iter().map(|r| r.role.as_str()).collect();
-    if names.is_empty() {
+    let builtin: Vec<&str> = roles.builtin.iter().map(|r| r.role.as_str()).collect();
+    let listed = match (names.is_empty(), builtin.is_empty()) {
         // Nothing to choose from: `role`'s own description says the rest.
-        return;
-    }
+        (true, true) => return,
+        (false, true) => crate::agents::name_list(&names),
+        (true, false) => format!("built-in {} (each runs that agent CLI)", builtin.join(", ")),
+        (false, false) => format!(
+            "{}, and built-in {} (each runs that agent CLI)",
+            crate::agents::name_list(&names),
+            builtin.join(", ")
+        ),
+    };
     // Every client reads the whole list: the program alone says what the others run.
     let program = roles.other_roles.command.first().map_or("", String::as_str);
-    let said = format!(" Roles: {}; others run `{program}`.", crate::agents::name_list(&names));
+    let said = format!(" Roles: {listed}; others run `{program}`.");
     let description = tool.description.as_deref().unwrap_or_default();
     tool.description = Some(format!("{description}{said}").into());
 }

@@ -37,7 +37,8 @@ async def test_ask_names_the_roles_and_refuses_a_misspelled_one(home, tmp_path):
     file = agents_file(tmp_path / "agents.toml", "reviewer", "reviewed")
     async with connect(home, "--agents", str(file)) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
-        assert "Roles: reviewer; others run `kiro-cli`." in tools["ask"].description
+        roles = "Roles: reviewer, and built-in claude, codex, gemini, copilot, opencode, kiro (each runs that agent CLI)"
+        assert f"{roles}; others run `kiro-cli`." in tools["ask"].description
         r = await c.call_tool("ask", {"role": "reviwer", "question": "typo?"})
         text = r.content[0].text
         assert r.is_error and "did you mean `reviewer`?" in text and "call `ask` again with one of them" in text, text
