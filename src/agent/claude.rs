@@ -1,18 +1,22 @@
 //! Claude Code (`claude -p --output-format stream-json --verbose`, or `--output-format json`):
 //! its answer is the `result` field of its last JSON object (`result = "json:result"`); its
 //! stream says its session, each model call's usage and content (tool calls, thinking, text)
-//! and, at the end, the run's totals and `total_cost_usd`.
+//! and, at the end, the run's totals, `num_turns` and `total_cost_usd`.
 //!
 //! One trap: the stream has one `assistant` event per content block, each repeating its
-//! message's usage with the output tokens counted so far, so a message counts once, by its id,
-//! with its latest figures; the final `result` event's totals replace the sum.
+//! message's usage as it was when the message began (output tokens: 1), so a message counts
+//! once, by its id, with the highest figures seen; the final `result` event's totals replace
+//! the sum. With `--include-partial-messages` the `stream_event` lines carry the API's own
+//! events: `message_start` and `message_delta` give a message's true output tokens while it
+//! runs (the text deltas, most of such a stream, are skipped unparsed). A run killed before its
+//! `result` has the calls' sum and no cost: the supervisor estimates it.
 
 use std::collections::HashMap;
 
 use serde_json::Value;
 
 use super::stream::{self, Reader, Seen, Todo};
-use super::{Agent, AgentKind, Usage, json};
+use super::{Agent, AgentKind, Usage, json, scan};
 use crate::summary::{Found, Tail};
 
 /// The field of Claude Code's JSON output that holds its answer.
@@ -38,16 +42,25 @@ impl Agent for Claude {
 /// Claude Code's stream as read so far.
 #[derive(Default)]
 struct ClaudeStream {
-    /// Each model call's latest usage, by message id, and the order they came in.
+    /// Each model call's highest usage, by message id.
     calls: HashMap<String, Usage>,
+    /// The sum of `calls`.
+    total: Usage,
+    /// The message each agent streams now (`message_start`), by its parent tool call (the main
+    /// agent's: none), for the `message_delta` events that do not name it.
+    current: HashMap<Option<String>, String>,
     /// The run's totals, once its `result` event said them.
     done: bool,
 }
 
 impl Reader for ClaudeStream {
     fn line(&mut self, line: &[u8], seen: &mut Seen) {
-        // Tool results (the bulk of a long stream) say nothing of usage or steps.
+        // Tool results (the bulk of a long stream) say nothing of usage or steps, nor do the
+        // partial messages' deltas (the bulk of one with `--include-partial-messages`).
         if !line.starts_with(b"{") || json::starts_with_type(line, "user") {
+            return;
+        }
+        if json::starts_with_type(line, "stream_event") && scan::early(line, b"\"content_block_delta\"", 128) {
             return;
         }
         let Ok(event) = serde_json::from_slice::<Value>(line) else { return };
@@ -61,8 +74,33 @@ impl Reader for ClaudeStream {
                 }
             }
             Some("assistant") if !self.done => self.message(&event["message"], seen),
+            Some("stream_event") if !self.done => self.partial(&event, seen),
             Some("result") => self.result(&event, seen),
             _ => {}
+        }
+    }
+
+    /// A `result` event made long by its answer: its turns are before the answer, its session,
+    /// totals and cost after it. An `assistant` event made long by a text block: its id before,
+    /// its usage after.
+    fn long_line(&mut self, head: &[u8], tail: &[u8], seen: &mut Seen) {
+        if let Some(id) = scan::value_after(tail, "session_id").and_then(|v| v.as_str().map(str::to_owned)) {
+            seen.usage.session_id = Some(id);
+        }
+        if json::starts_with_type(head, "result") {
+            let mut event = serde_json::Map::new();
+            for (key, part) in [("num_turns", head), ("total_cost_usd", tail), ("usage", tail)] {
+                if let Some(v) = scan::value_after(part, key) {
+                    event.insert(key.to_owned(), v);
+                }
+            }
+            self.result(&Value::Object(event), seen);
+        } else if json::starts_with_type(head, "assistant") && !self.done {
+            let id = scan::value_after(head, "id").and_then(|v| v.as_str().map(str::to_owned));
+            if let (Some(id), Some(u)) = (id, scan::value_after(tail, "usage")) {
+                self.call(id, usage_of(&u), seen);
+            }
+            seen.step = stream::step("answering");
         }
     }
 }
@@ -74,23 +112,70 @@ impl ClaudeStream {
             seen.usage.model = Some(m.to_owned());
         }
         if let (Some(id), Some(u)) = (msg.get("id").and_then(Value::as_str), msg.get("usage")) {
-            self.calls.insert(id.to_owned(), usage_of(u));
-            let mut total = Usage { turns: Some(self.calls.len() as u64), ..Usage::default() };
-            for call in self.calls.values() {
-                total.add(call);
-            }
-            let u = &mut seen.usage;
-            (u.input_tokens, u.output_tokens) = (total.input_tokens, total.output_tokens);
-            (u.cache_read_tokens, u.cache_write_tokens) = (total.cache_read_tokens, total.cache_write_tokens);
-            u.turns = total.turns;
+            self.call(id.to_owned(), usage_of(u), seen);
         }
         for block in msg.get("content").and_then(Value::as_array).into_iter().flatten() {
-            match block.get("type").and_then(Value::as_str) {
-                Some("tool_use") => self.tool(block, seen),
-                Some("thinking" | "redacted_thinking") => seen.step = stream::step("thinking"),
-                Some("text") => seen.step = stream::step("answering"),
-                _ => {}
+            self.block(block, seen);
+        }
+    }
+
+    /// An event of the API's own stream (`--include-partial-messages`).
+    fn partial(&mut self, event: &Value, seen: &mut Seen) {
+        let agent = event.get("parent_tool_use_id").and_then(Value::as_str).map(str::to_owned);
+        let api = &event["event"];
+        match api.get("type").and_then(Value::as_str) {
+            Some("message_start") => {
+                let msg = &api["message"];
+                if let Some(m) = msg.get("model").and_then(Value::as_str) {
+                    seen.usage.model = Some(m.to_owned());
+                }
+                let Some(id) = msg.get("id").and_then(Value::as_str) else { return };
+                self.current.insert(agent, id.to_owned());
+                if let Some(u) = msg.get("usage") {
+                    self.call(id.to_owned(), usage_of(u), seen);
+                }
             }
+            // Its usage is the message's so far (cumulative), output tokens included.
+            Some("message_delta") => {
+                if let (Some(id), Some(u)) = (self.current.get(&agent), api.get("usage")) {
+                    self.call(id.clone(), usage_of(u), seen);
+                }
+            }
+            // A tool call's name, before its input streams in.
+            Some("content_block_start") => self.block(&api["content_block"], seen),
+            _ => {}
+        }
+    }
+
+    /// One model call's usage as it stands now: each figure the highest seen for it.
+    fn call(&mut self, id: String, u: Usage, seen: &mut Seen) {
+        let old = self.calls.entry(id).or_default();
+        let t = &mut self.total;
+        for (total, old, new) in [
+            (&mut t.input_tokens, &mut old.input_tokens, u.input_tokens),
+            (&mut t.output_tokens, &mut old.output_tokens, u.output_tokens),
+            (&mut t.cache_read_tokens, &mut old.cache_read_tokens, u.cache_read_tokens),
+            (&mut t.cache_write_tokens, &mut old.cache_write_tokens, u.cache_write_tokens),
+        ] {
+            if new > *old {
+                let (n, o) = (new.unwrap_or(0), old.unwrap_or(0));
+                *total = Some(total.unwrap_or(0).saturating_sub(o).saturating_add(n));
+                *old = new;
+            }
+        }
+        let u = &mut seen.usage;
+        (u.input_tokens, u.output_tokens) = (t.input_tokens, t.output_tokens);
+        (u.cache_read_tokens, u.cache_write_tokens) = (t.cache_read_tokens, t.cache_write_tokens);
+        u.turns = Some(self.calls.len() as u64);
+    }
+
+    /// A content block: what the agent does now.
+    fn block(&self, block: &Value, seen: &mut Seen) {
+        match block.get("type").and_then(Value::as_str) {
+            Some("tool_use") => self.tool(block, seen),
+            Some("thinking" | "redacted_thinking") => seen.step = stream::step("thinking"),
+            Some("text") => seen.step = stream::step("answering"),
+            _ => {}
         }
     }
 
@@ -213,11 +298,103 @@ mod tests {
         assert_eq!(seen.step.unwrap().what, "Bash: sleep 5");
     }
 
+    /// The figures `usage` holds, in the order STREAMS.md gives them.
+    fn figures(u: &Usage) -> [Option<u64>; 5] {
+        [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.turns]
+    }
+
+    const STREAM: &str = include_str!("../../fixtures/transcripts/claude-stream.jsonl");
+
+    #[test]
+    fn a_recorded_stream_gives_the_runs_totals_cost_and_answer() {
+        let seen = read(STREAM);
+        let u = &seen.usage;
+        assert_eq!(figures(u), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
+        assert_eq!((u.cost_usd, u.cost_estimated), (Some(0.0048000000000000004), false));
+        assert_eq!(u.session_id.as_deref(), Some("e818b436-8e00-46be-ae38-4bee9c16761e"));
+        assert_eq!(u.model.as_deref(), Some("claude-opus-4-8"));
+        // Before its `result`: each message once, its output as the stream says it (1 each).
+        let before: Vec<&str> = STREAM.lines().filter(|l| !l.contains("\"type\":\"result\"")).collect();
+        let seen = read(&before.join("\n"));
+        assert_eq!(figures(&seen.usage), [Some(330), Some(3), Some(800), Some(200), Some(3)]);
+        assert_eq!((seen.usage.cost_usd, seen.step.unwrap().what.as_str()), (None, "answering"));
+        let answer = read_answer(&mut Cursor::new(STREAM), DEFAULT_CAP, |tail| Claude.answer(tail)).unwrap();
+        assert_eq!(answer, include_str!("../../fixtures/transcripts/answer.md").trim_end());
+    }
+
+    #[test]
+    fn a_run_killed_in_a_loop_has_its_calls_sum_and_no_cost() {
+        let seen = read(include_str!("../../fixtures/transcripts/claude-loop.jsonl"));
+        let u = &seen.usage;
+        assert_eq!(figures(u), [Some(10_000), Some(10), Some(20_000), Some(5_000), Some(10)]);
+        assert_eq!((u.cost_usd, u.model.as_deref()), (None, Some("claude-opus-4-8")));
+        assert_eq!(u.session_id.as_deref(), Some("08649bcf-6c7e-4bd2-b5c4-7e4cdc6ba998"));
+        assert_eq!(seen.step.unwrap().what, "Bash: sleep 2");
+    }
+
+    #[test]
+    fn partial_messages_give_a_calls_true_output_while_it_runs() {
+        let ev =
+            |e: &str| format!(r#"{{"type":"stream_event","event":{e},"session_id":"s1","parent_tool_use_id":null}}"#);
+        let usage = r#""usage":{"input_tokens":100,"cache_read_input_tokens":50,"output_tokens":1}"#;
+        let mut stream = vec![
+            ev(&format!(r#"{{"type":"message_start","message":{{"id":"m1","model":"claude-x",{usage}}}}}"#)),
+            ev(
+                r#"{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","name":"Bash","input":{}}}"#,
+            ),
+            ev(
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"co"}}"#,
+            ),
+        ];
+        let seen = read(&stream.join("\n"));
+        assert_eq!(figures(&seen.usage), [Some(100), Some(1), Some(50), None, Some(1)]);
+        assert_eq!((seen.step.unwrap().what, seen.usage.model.as_deref()), ("Bash".to_owned(), Some("claude-x")));
+        stream.push(ev(r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}"#));
+        // The assistant event that follows repeats the message's first usage: it lowers nothing.
+        stream.push(format!(
+            r#"{{"type":"assistant","message":{{"id":"m1","content":[{{"type":"tool_use","name":"Bash","input":{{"command":"sleep 5"}}}}],{usage}}}}}"#
+        ));
+        let seen = read(&stream.join("\n"));
+        assert_eq!(figures(&seen.usage), [Some(100), Some(42), Some(50), None, Some(1)]);
+        assert_eq!(seen.step.unwrap().what, "Bash: sleep 5");
+        // A delta whose message never started counts nothing.
+        let seen = read(&stream[3]);
+        assert_eq!(figures(&seen.usage), [None, None, None, None, None]);
+    }
+
+    #[test]
+    fn a_result_longer_than_a_kept_line_still_gives_its_totals() {
+        let long = "x".repeat(stream::LONG * 2);
+        let last = STREAM.lines().last().unwrap();
+        let (head, tail) = last.split_once("\"result\":\"Review").unwrap();
+        let big = format!("{head}\"result\":\"{long}Review{tail}");
+        let assistant = format!(
+            r#"{{"type":"assistant","message":{{"id":"m9","content":[{{"type":"text","text":"{long}"}}],"usage":{{"input_tokens":7,"output_tokens":1}}}},"session_id":"s9"}}"#
+        );
+        let seen = read(&format!("{assistant}\n"));
+        assert_eq!(figures(&seen.usage), [Some(7), Some(1), None, None, Some(1)]);
+        assert_eq!((seen.usage.session_id.as_deref(), seen.step.unwrap().what.as_str()), (Some("s9"), "answering"));
+        let seen = read(&format!("{assistant}\n{big}\n"));
+        let u = &seen.usage;
+        assert_eq!(figures(u), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
+        assert_eq!(
+            (u.cost_usd, u.session_id.as_deref()),
+            (Some(0.0048000000000000004), Some("e818b436-8e00-46be-ae38-4bee9c16761e"))
+        );
+    }
+
     #[test]
     fn broken_lines_and_wrong_types_leave_what_is_unknown_unknown() {
         let seen =
             read("not json\n{\"type\":\"result\",\"total_cost_usd\":\"0.5\",\"num_turns\":\"x\"}\n{\"type\":\"assist");
         assert!(!seen.usage.is_known(), "{seen:?}");
         assert_eq!(read("").usage, Usage::default());
+        let seen = read(concat!(
+            "{\"type\":\"stream_event\",\"event\":{\"type\":\"message_start\",\"message\":{\"id\":7}}}\n",
+            "{\"type\":\"stream_event\",\"event\":{\"type\":\"message_delta\",\"usage\":{\"output_tokens\":\"9\"}}}\n",
+            "{\"type\":\"stream_event\",\"event\":[]}\n{\"type\":\"assistant\",\"message\":{\"id\":\"m\",\"content\":\"x\"}}\n",
+            "{\"type\":\"result\",\"usage\":[1],\"total_cost_usd\":-1}",
+        ));
+        assert!(!seen.usage.is_known(), "{seen:?}");
     }
 }

@@ -17,6 +17,7 @@ mod kind;
 mod kiro;
 mod opencode;
 mod registry;
+mod scan;
 pub mod stream;
 pub mod usage;
 
