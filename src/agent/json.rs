@@ -2,6 +2,8 @@
 //! string field of the last JSON object they printed; their whole output if there is none.
 //! Claude Code and Gemini CLI are such agents, each with a module of its own.
 
+use serde_json::Value;
+
 use super::{Agent, AgentKind};
 use crate::summary::{Found, Tail, clean_line};
 
@@ -27,15 +29,30 @@ impl Agent for Json {
 /// The string at `field` of the last JSON object in `tail`, cleaned; the output without one.
 pub(super) fn answer_at(tail: &Tail<'_>, field: &str) -> Found {
     match tail.json_field(field) {
-        Some(answer) => {
-            // What the agent put in its JSON may hold escapes and progress too.
-            let lines: Vec<String> = answer.split('\n').map(|l| clean_line(l.as_bytes())).collect();
-            tail.answer(&lines.join("\n"), false)
-        }
+        Some(answer) => cleaned(tail, &answer),
         // The object may begin before the window.
         None if tail.can_grow() => Found::NeedMore,
         None => tail.output(),
     }
+}
+
+/// `answer`, found in the agent's JSON, as its answer: cleaned, since what an agent puts in its
+/// JSON may hold escapes and progress too.
+pub(super) fn cleaned(tail: &Tail<'_>, answer: &str) -> Found {
+    let lines: Vec<String> = answer.split('\n').map(|l| clean_line(l.as_bytes())).collect();
+    tail.answer(&lines.join("\n"), false)
+}
+
+/// What `pick` finds in the last event of `tail` (a line that opens with `"type":"KIND"`, one of
+/// `kinds`) in which it finds something; events of other types are not parsed.
+pub(super) fn last_event<T>(tail: &Tail<'_>, kinds: &[&str], mut pick: impl FnMut(&Value) -> Option<T>) -> Option<T> {
+    let lines = tail.lines();
+    lines.iter().rev().map(|l| l.text.as_bytes()).filter(|l| kinds.iter().any(|k| starts_with_type(l, k))).find_map(
+        |l| {
+            let event = serde_json::from_slice::<Value>(l).ok()?;
+            pick(&event)
+        },
+    )
 }
 
 /// Whether the JSON object `line` opens with `"type":"KIND"` (as stream events are written):

@@ -23,6 +23,7 @@ pub mod usage;
 
 use crate::summary::{Found, Tail};
 
+pub use codex::resumed_run_usage;
 pub use kind::AgentKind;
 pub use registry::{kind, of, summarize};
 pub use stream::{Reader, Seen};
