@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::agent::{AgentKind, Prices};
 use crate::error::{Error, Result};
-use crate::task::{BackendKind, Budget, Bytes, Limits, Role, SlurmSettings, Template};
+use crate::task::{BackendKind, Budget, Bytes, Limits, Role, SlurmSettings, Spend, Template};
 
 pub use builtin::KINDS as BUILTIN_KINDS;
 
@@ -45,6 +45,8 @@ pub struct PoolSettings {
     pub slurm: Option<SlurmSettings>,
     /// The most each of its tasks may spend, under its template's and its own.
     pub budget: Option<Budget>,
+    /// What its tasks may spend together over a sliding window; past it, new tasks wait.
+    pub spend: Option<Spend>,
 }
 
 fn default_parallel() -> u32 {
@@ -226,6 +228,11 @@ impl Agents {
             && self.file.agents.is_empty()
             && self.file.pools.is_empty()
             && self.file.prices.is_empty()
+    }
+
+    /// What `pool`'s tasks may spend together, if its section says.
+    pub fn pool_spend(&self, pool: &str) -> Option<Spend> {
+        self.file.pools.get(pool).and_then(|p| p.spend.clone())
     }
 
     /// The `parallel` of `pool`'s own section, if the file has one.

@@ -29,7 +29,7 @@ fn template(t: &Template, section: &str) -> Result<(), String> {
     t.budget.map_or(Ok(()), |b| b.check(section))
 }
 
-/// A pool's name, `parallel`, limits and budget.
+/// A pool's name, `parallel`, limits, budget and spend.
 fn pool(name: &str, pool: &PoolSettings) -> Result<(), String> {
     Role::parse(name).map_err(|e| format!("pool names follow role names' rules: {e}"))?;
     let section = format!("[pools.{name}]");
@@ -37,6 +37,9 @@ fn pool(name: &str, pool: &PoolSettings) -> Result<(), String> {
         return Err(format!("{section} parallel = {}; give 1 to {MOST_PARALLEL}", pool.parallel));
     }
     Limits::from_settings(pool.memory, pool.cpus, pool.pids, &section)?;
+    if let Some(spend) = &pool.spend {
+        spend.window(&section)?;
+    }
     pool.budget.map_or(Ok(()), |b| b.check(&section))
 }
 

@@ -118,6 +118,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let backend = supervisor::backend::prepare(&template, (&pool_name, pool_kind, pool_slurm));
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
+        spend: agents.pool_spend(&pool_name),
         name: pool_name,
         // The supervisor runs in `/`: the file by its absolute name.
         agents_file: agents.path().map(|p| base.join(p)),
@@ -227,6 +228,8 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             slurm_pending: None,
             limit_kept: None,
             usage: None,
+            spend_held: None,
+            frees_at_ms: None,
         };
         Ok((rec, spec))
     };

@@ -151,6 +151,11 @@ impl TaskView {
                 if let Some(kept) = &rec.limit_kept {
                     line = format!("{line} ({kept})");
                 }
+                if let Some(why) = &rec.spend_held {
+                    let left = rec.frees_at_ms.map(|at| at.saturating_sub(unix_ms(SystemTime::now())));
+                    let left = left.map(|ms| format!(" (in {})", human_duration(ms))).unwrap_or_default();
+                    line = format!("queued for {}: {why}{left}", human_duration(elapsed_ms));
+                }
             }
             if let Some(at) = rec.retry_at_ms {
                 let left = at.saturating_sub(unix_ms(SystemTime::now()));

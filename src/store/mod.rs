@@ -5,7 +5,7 @@
 //! 2. `lock`, `atomic`, `logfile`, `rows` (records, specs and events as rows)
 //! 3. `legacy` (what earlier releases kept in files), then `connect` (opening the database)
 //! 4. `layout` (`Store`: where each file lives)
-//! 5. `events`, `pools`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
+//! 5. `events`, `pools`, `spend`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
 
 mod atomic;
 mod connect;
@@ -24,6 +24,7 @@ mod pools;
 mod questions;
 mod rows;
 mod schema;
+mod spend;
 mod tasks;
 
 pub use atomic::{Durability, write_atomic};
@@ -35,3 +36,4 @@ pub use lock::FileLock;
 pub use mcp_tasks::McpTask;
 pub use pages::Page;
 pub use pools::{Claim, WATCHERS};
+pub use spend::Spent;

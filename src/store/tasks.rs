@@ -48,6 +48,8 @@ impl Store {
         let conn = self.db()?;
         let tx = super::db::write(&conn).map_err(err(what))?;
         let queued = match &spec.pool {
+            // A pool with a spend limit: its supervisor looks at what the pool spent first.
+            Some(pool) if pool.spend.is_some() => true,
             Some(pool) => {
                 super::pools::full(&tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL))?
             }

@@ -15,6 +15,7 @@ mod queue;
 pub mod reach;
 mod run;
 mod spawn;
+mod spend_hold;
 mod strays;
 mod unix;
 

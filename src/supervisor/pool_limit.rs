@@ -16,6 +16,8 @@ use crate::task::PoolRef;
 /// The pool's limit as last read from the agents file.
 pub(super) struct Limit {
     pub(super) parallel: u32,
+    /// What the pool's tasks may spend together, as last read.
+    pub(super) spend: Option<crate::task::Spend>,
 }
 
 impl Limit {
@@ -28,6 +30,7 @@ impl Limit {
             Ok(agents) => match agents.defined_parallel(name) {
                 Some(n) => {
                     self.parallel = n;
+                    self.spend = agents.pool_spend(name);
                     return None;
                 }
                 // No section is the default pool's own limit, unless one said otherwise.

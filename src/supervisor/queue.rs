@@ -79,7 +79,7 @@ pub(super) fn wait_for_place(
 ) -> Result<Waited> {
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
-    let mut limit = Limit { parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL) };
+    let mut limit = Limit { parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL), spend: pool.spend.clone() };
     // Watched from when it is among the first in line, before each read of the limit.
     let mut agents: Option<AgentsFile> = None;
     // Those ahead of it while a place is free that they have not taken, and when they are late.
@@ -108,6 +108,26 @@ pub(super) fn wait_for_place(
             }
             rec.limit_kept = kept;
             store.write_record(rec)?;
+        }
+        // A pool that spent its window's limit holds every new task back until the window frees.
+        let held = match &limit.spend {
+            Some(spend) => super::spend_hold::held(store, &pool.name, spend)?,
+            None => None,
+        };
+        super::spend_hold::note(store, rec, held.as_ref())?;
+        if let Some(held) = held {
+            tell(&mut told);
+            if agents.is_none()
+                && let Some(file) = pool.agents_file.as_deref()
+            {
+                agents = Some(AgentsFile::watch(file));
+            }
+            store.close_db();
+            let until = [Some(held.look_at), deadline].into_iter().flatten().min();
+            if let Slept::Halted(why) = sleep_on(&[], agents.as_mut(), signals, clients, place, until) {
+                return Ok(Waited::Halted(why));
+            }
+            continue;
         }
         let (ahead, holders, free) =
             match store.claim(rec, &pool.name, limit.parallel, &std::mem::take(&mut passing))? {

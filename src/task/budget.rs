@@ -73,9 +73,69 @@ impl Budget {
     }
 }
 
+/// What a pool's tasks may spend together over a sliding window (`[pools.NAME] spend = { usd =
+/// 50, per = "1d" }`): once the pool's spend in the last `per` reaches `usd`, its new tasks wait.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Spend {
+    pub usd: f64,
+    pub per: String,
+}
+
+impl Spend {
+    /// The window, checked: `where_` names the setting in errors.
+    pub fn window(&self, where_: &str) -> Result<std::time::Duration, String> {
+        if !(self.usd.is_finite() && self.usd > 0.0) {
+            return Err(format!("{where_} spend usd must be a positive number of dollars, like 50 (not {})", self.usd));
+        }
+        let per = super::parse_duration(&self.per)
+            .map_err(|e| format!("{where_} spend per: {}", e.message(crate::error::Frontend::Cli)))?;
+        if per.is_zero() {
+            return Err(format!("{where_} spend per must be longer than 0s, like \"1h\" or \"1d\""));
+        }
+        Ok(per)
+    }
+
+    /// When a pool that spent `ended` (each task's end, ms since the epoch, and its cost, in
+    /// the window) and `running` (its running tasks so far) may spend again: `None` while it
+    /// may now; `Some(None)` when only its running tasks' end can free it (they spend still);
+    /// `Some(Some(ms))` when enough of what ended leaves the window.
+    pub fn frees_at(&self, per_ms: u64, ended: &[(u64, f64)], running: f64) -> Option<Option<u64>> {
+        // In nanodollars, so that sums are exact whatever their order.
+        let nano = |usd: f64| (usd * 1e9).round() as i64;
+        let limit = nano(self.usd);
+        let spent: i64 = ended.iter().map(|e| nano(e.1)).sum::<i64>() + nano(running);
+        if spent < limit {
+            return None;
+        }
+        let mut by_end = ended.to_vec();
+        by_end.sort_by_key(|e| e.0);
+        let mut left = spent;
+        for (at, cost) in by_end {
+            left -= nano(cost);
+            if left < limit {
+                return Some(Some(at + per_ms));
+            }
+        }
+        Some(None)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pools_window_frees_when_enough_of_what_it_spent_leaves_it() {
+        let s = Spend { usd: 0.10, per: "1h".into() };
+        assert_eq!(s.window("[pools.p]"), Ok(std::time::Duration::from_secs(3600)));
+        assert!(Spend { usd: 0.0, per: "1h".into() }.window("x").unwrap_err().contains("positive"));
+        assert!(Spend { usd: 1.0, per: "soon".into() }.window("x").is_err());
+        assert_eq!(s.frees_at(1000, &[(5, 0.04)], 0.05), None, "under its limit");
+        // Once what ended at 5 and 7 has left, $0.06 is left: under $0.10 (exactly: 0.11 − 0.01 is 0.10).
+        assert_eq!(s.frees_at(1000, &[(9, 0.06), (5, 0.01), (7, 0.04)], 0.0), Some(Some(1007)));
+        assert_eq!(s.frees_at(1000, &[(5, 0.01)], 0.2), Some(None), "its running tasks alone pass it");
+    }
 
     #[test]
     fn the_first_limit_passed_is_named_with_its_excess() {

@@ -15,7 +15,7 @@ mod template;
 mod token;
 
 pub use backend::{Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
-pub use budget::Budget;
+pub use budget::{Budget, Spend};
 pub use containment::{Bytes, Containment, Limits, TaskCgroup};
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};
 pub use event::{Event, EventKind, summary_preview};

@@ -55,6 +55,12 @@ pub struct TaskRecord {
     /// file's now (the file cannot be read, or has no section for the pool).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit_kept: Option<String>,
+    /// While it waits because its pool spent its window's limit (`spend`): why, and when the
+    /// window frees (ms since the epoch; none: when the pool's running tasks end).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend_held: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frees_at_ms: Option<u64>,
     /// What its agent spent, as its stream said (none: unknown, or not read yet); final once
     /// it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -202,6 +208,8 @@ mod tests {
             slurm_pending: None,
             limit_kept: None,
             usage: None,
+            spend_held: None,
+            frees_at_ms: None,
         }
     }
 

@@ -64,7 +64,7 @@ impl TaskSpec {
 
 /// A task's pool, and the agents file whose `[pools]` says its limit (read again whenever the
 /// task looks for a place, so that a changed `parallel` counts).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PoolRef {
     pub name: String,
     /// The agents file in force at launch (absolute), read again for the limit.
@@ -72,4 +72,8 @@ pub struct PoolRef {
     /// The limit at launch: kept while the file cannot be read (a half-saved edit, say).
     #[serde(default)]
     pub parallel: Option<u32>,
+    /// What the pool's tasks may spend together, at launch: a task of such a pool always looks
+    /// at what the pool spent before it takes a place (its supervisor reads the file again).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spend: Option<super::Spend>,
 }

@@ -80,3 +80,39 @@ fn a_broken_stream_leaves_the_answer_and_usage_unknown_never_zero() {
     assert_eq!((v["status"].as_str(), v["summary"].as_str()), (Some("completed"), Some("the answer")), "{v}");
     assert!(v.get("usage").is_none(), "a session id alone is no usage: {v}");
 }
+
+#[test]
+fn a_pool_that_spent_its_window_holds_new_tasks_saying_until_when_and_a_halt_cancels_them() {
+    let h = Home::new();
+    let toml = format!(
+        "[pools.paid]\nparallel = 4\nspend = {{ usd = 0.10, per = \"1h\" }}\n\n[agents.spender]\ncommand = [\"{}\", \"spend\", \"{{question}}\"]\npool = \"paid\"\n",
+        claude()
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    for usd in ["0.04", "0.06"] {
+        let v = h.run(&["--json", "ask", "--sync", "spender", usd], 0).json();
+        assert_eq!(
+            (v["status"].as_str(), v["usage"]["cost_usd"].as_f64()),
+            (Some("completed"), usd.parse().ok()),
+            "{v}"
+        );
+    }
+    // $0.10 spent in the last hour: the next one waits, and says until when.
+    let v = h.run(&["--json", "ask", "--async", "spender", "0.01"], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    let mut s = Value::Null;
+    wait_until(Duration::from_secs(30), "the task to say why it waits", || {
+        s = h.status(&token);
+        s["summary"].as_str().is_some_and(|t| t.contains("spent"))
+    });
+    assert_eq!(s["status"], "queued", "{s}");
+    let why = s["summary"].as_str().unwrap();
+    assert!(why.contains("pool `paid` spent $0.1000 of its $0.1000 per 1h; its window frees at "), "{why}");
+    assert!(why.contains("(in 59m") || why.contains("(in 1h"), "{why}");
+    let v = h.run(&["--json", "halt", &token], 0).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("never ran"), "{v}");
+    // A task of another pool is not held.
+    let claude = claude();
+    h.run(&["--json", "run", "--sync", "--", &claude, "spend", "0.5"], 0);
+}
