@@ -3,7 +3,8 @@
 //! own directory: a shell command that writes a file (one Claude Code's `acceptEdits` alone
 //! would refuse) and a file written by the agent's edit tool both happen, with nobody at a
 //! prompt. What each CLI's test setup adds to trust or allow tools is taken away first, so
-//! the template's own flags are what allows them.
+//! the template's own flags are what allows them. Each task's answer and usage are read from
+//! the stream its template asks for: the answer and the exact figures of `STREAMS.md`.
 
 use serde_json::{Value, json};
 
@@ -47,11 +48,26 @@ fn answer() -> String {
     std::fs::read_to_string(transcripts().join("answer.md")).unwrap().trim_end().to_owned()
 }
 
+/// The task's usage as its result says it: input, output, cache read, cache write, turns
+/// (`null` where unknown), and whether it names its session.
+fn usage(v: &Value) -> ([Value; 5], bool) {
+    let u = &v["usage"];
+    let figures = ["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "turns"];
+    (figures.map(|k| u[k].clone()), u["session_id"].is_string())
+}
+
+/// `[input, output, cache read, cache write, turns]` as JSON, `None` for unknown.
+fn want(figures: [Option<u64>; 5]) -> ([Value; 5], bool) {
+    (figures.map(|f| f.map_or(Value::Null, Value::from)), true)
+}
+
 #[test]
 fn claude_edits_and_runs_commands_as_root_without_bypassing_permissions() {
     let (api, _script) = api();
     let v = ask_builtin("claude", &without(clis::claude(&api), "IS_SANDBOX"), &api);
     assert_eq!(v["summary"], answer());
+    assert_eq!(usage(&v), want([Some(330), Some(60), Some(800), Some(200), Some(3)]), "{v}");
+    assert_eq!(v["usage"]["cost_usd"], 0.0048000000000000004, "{v}");
 }
 
 #[test]
@@ -59,12 +75,16 @@ fn codex_writes_in_its_workspace_and_answers_in_its_file() {
     let (api, _script) = api();
     let v = ask_builtin("codex", &clis::codex(&api), &api);
     assert_eq!(v["summary"], answer());
+    assert_eq!(usage(&v), want([Some(330), Some(60), Some(800), Some(200), Some(1)]), "{v}");
 }
 
 #[test]
 fn gemini_runs_its_tools_in_a_folder_nobody_trusted() {
     let (api, _script) = api();
-    ask_builtin("gemini", &without(clis::gemini(&api), "GEMINI_CLI_TRUST_WORKSPACE"), &api);
+    let v = ask_builtin("gemini", &without(clis::gemini(&api), "GEMINI_CLI_TRUST_WORKSPACE"), &api);
+    assert_eq!(v["summary"], answer());
+    // Its totals include its model router's call (10 in, 20 out).
+    assert_eq!(usage(&v), want([Some(540), Some(80), Some(800), None, Some(3)]), "{v}");
 }
 
 #[test]
@@ -75,11 +95,17 @@ fn opencode_runs_its_tools_with_its_default_permissions() {
     let mut c: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
     c.as_object_mut().unwrap().remove("permission").expect("the test setup allows edit and bash");
     std::fs::write(&config, c.to_string()).unwrap();
-    ask_builtin("opencode", &cli, &api);
+    let v = ask_builtin("opencode", &cli, &api);
+    assert_eq!(v["summary"], answer());
+    assert_eq!(usage(&v), want([Some(530), Some(60), Some(800), Some(0), Some(3)]), "{v}");
+    assert!((v["usage"]["cost_usd"].as_f64().unwrap() - 0.00273).abs() < 1e-12, "{v}");
 }
 
 #[test]
 fn copilot_runs_its_tools_allowed_in_its_own_directory() {
     let (api, _script) = api();
-    ask_builtin("copilot", &clis::copilot(&api), &api);
+    let v = ask_builtin("copilot", &clis::copilot(&api), &api);
+    assert_eq!(v["summary"], answer());
+    // Its stream has no token counts.
+    assert_eq!(usage(&v), want([None, None, None, None, Some(3)]), "{v}");
 }
