@@ -8,6 +8,7 @@ mod progress;
 mod reference;
 mod render;
 mod roles;
+mod spend;
 mod table;
 mod term;
 mod top;

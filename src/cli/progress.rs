@@ -137,7 +137,8 @@ fn in_foreground() -> bool {
     rustix::termios::tcgetpgrp(std::io::stderr()).is_ok_and(|pg| pg == rustix::process::getpgrp())
 }
 
-/// `a3f2c1 (reviewer) running 12.3s, 45 lines: last line…`, for the first task waited on.
+/// `a3f2c1 (reviewer) running 12.3s, 45 line(s) · Bash: sleep 5 · $0.0200`, or `…: last
+/// line` for an agent whose steps are not known, for the first task waited on.
 fn describe(store: &Store, tasks: &[Token], waited: Duration) -> String {
     let Some(&first) = tasks.first() else {
         return format!("waiting for an event, {}", human_duration(waited.as_millis() as u64));
@@ -146,7 +147,6 @@ fn describe(store: &Store, tasks: &[Token], waited: Duration) -> String {
     let Ok(v) = store.read_record(first).and_then(|r| TaskView::of(store, &r, true)) else {
         return format!("{first}{more}: waiting, {}", human_duration(waited.as_millis() as u64));
     };
-    let last = v.summary.as_deref().and_then(|s| s.split_once("; last: ").map(|(_, l)| l.to_owned()));
     let mut text = format!(
         "{} ({}) {} {}, {} line(s){more}",
         v.token,
@@ -155,8 +155,18 @@ fn describe(store: &Store, tasks: &[Token], waited: Duration) -> String {
         human_duration(v.elapsed_ms),
         v.line_count
     );
-    if let Some(l) = last {
-        text.push_str(&format!(": {l}"));
+    let cost = super::spend::cost(v.usage.as_ref());
+    match super::spend::step(&v) {
+        Some(step) => text.push_str(&format!(" · {step}")),
+        None => {
+            let last = v.summary.as_deref().and_then(|s| s.split_once("; last: ").map(|(_, l)| l.to_owned()));
+            if let Some(l) = last {
+                text.push_str(&format!(": {l}"));
+            }
+        }
+    }
+    if cost != "-" {
+        text.push_str(&format!(" · {cost}"));
     }
     text
 }

@@ -1,5 +1,5 @@
-//! `list` as a table: running tasks first, a start column, fitted to the terminal's width,
-//! statuses in colour.
+//! `list` as a table: running tasks first, a start column, the cost, fitted to the terminal's
+//! width, statuses in colour; a running task's current step where its question would be.
 
 use std::io::{self, Write};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -28,23 +28,27 @@ pub fn write(w: &mut dyn Write, views: &[TaskView], width: Option<usize>, colour
     let starts: Vec<String> = rows.iter().map(|v| start_column(v, now)).collect();
     let role_w = rows.iter().map(|v| columns(v.role.as_str())).max().unwrap_or(0).clamp(4, ROLE_MAX);
     let start_w = starts.iter().map(|s| s.chars().count()).max().unwrap_or(0).max(5);
-    let fixed = 6 + 2 + role_w + 2 + 9 + 2 + start_w + 2 + 8 + 2 + 6 + 2;
+    let costs: Vec<String> = rows.iter().map(|v| super::spend::cost(v.usage.as_ref())).collect();
+    let cost_w = costs.iter().map(String::len).max().unwrap_or(0).max(4);
+    let fixed = 6 + 2 + role_w + 2 + 9 + 2 + start_w + 2 + 8 + 2 + 6 + 2 + cost_w + 2;
     let question_w = width.map(|w| w.saturating_sub(fixed).max(QUESTION_MIN));
     let header = format!(
-        "{:<6}  {:<role_w$}  {:<9}  {:<start_w$}  {:>8}  {:>6}  {}",
-        "TOKEN", "ROLE", "STATUS", "START", "ELAPSED", "LINES", "QUESTION"
+        "{:<6}  {:<role_w$}  {:<9}  {:<start_w$}  {:>8}  {:>6}  {:>cost_w$}  {}",
+        "TOKEN", "ROLE", "STATUS", "START", "ELAPSED", "LINES", "COST", "QUESTION"
     );
     writeln!(w, "{}", paint(colour, Paint::Bold, &cut(&header, width)))?;
-    for (v, start) in rows.iter().zip(&starts) {
-        let question = match &v.pending_question {
-            Some(q) => format!("ASKS ({}): {}", q.id, one_line(&q.text)),
-            None => v.question.clone(),
+    for ((v, start), cost) in rows.iter().zip(&starts).zip(&costs) {
+        // What a lead most needs of a running task: the question it waits on, else its step.
+        let question = match (&v.pending_question, super::spend::step(v)) {
+            (Some(q), _) => format!("ASKS ({}): {}", q.id, one_line(&q.text)),
+            (None, Some(step)) => format!("[{step}] {}", v.question),
+            (None, None) => v.question.clone(),
         };
         let question = fit(&question, question_w.unwrap_or(QUESTION_MOST));
         let head = format!("{:<6}  {:<role_w$}  ", v.token, fit(v.role.as_str(), role_w));
         let status = format!("{:<9}", v.status.as_str());
-        let tail =
-            format!("  {:<start_w$}  {:>8}  {:>6}  {}", start, human_duration(v.elapsed_ms), v.line_count, question);
+        let elapsed = human_duration(v.elapsed_ms);
+        let tail = format!("  {start:<start_w$}  {elapsed:>8}  {:>6}  {cost:>cost_w$}  {question}", v.line_count);
         // Cut as a whole to the width (a terminal narrower than the fixed columns), then the
         // status coloured where it is still whole.
         let row = cut(&format!("{head}{status}{tail}"), width);

@@ -53,6 +53,14 @@ pub struct TaskResult {
     pub error: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// What its agent spent (so far, while it runs), and the step it is on; left out of the
+    /// published schema to keep the tool list small.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub usage: Option<crate::agent::Usage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub step: Option<String>,
     /// What to call next.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
@@ -92,6 +100,8 @@ impl TaskResult {
             // Stored as the CLI shows them, with the paths of the files involved.
             error: v.error.as_deref().map(without_paths),
             note: v.note.as_deref().map(without_paths),
+            usage: v.usage.clone(),
+            step: v.step.as_ref().filter(|_| !v.status.is_final()).map(|s| s.what.clone()),
             next,
         }
     }
@@ -114,6 +124,10 @@ impl TaskResult {
         }
         if let Some(c) = &self.changes {
             out.push_str(&format!("\nchanges: {}", c.line()));
+        }
+        // While it runs, the progress line says the step and spend.
+        if let Some(u) = self.usage.as_ref().filter(|_| self.status.is_final()) {
+            out.push_str(&format!("\nusage: {}", u.brief()));
         }
         if let Some(q) = &self.question {
             let choices = if q.choices.is_empty() { String::new() } else { format!(" [{}]", q.choices.join(", ")) };
@@ -330,6 +344,8 @@ mod tests {
             summary: Some(s.into()),
             error: None,
             note: None,
+            usage: None,
+            step: None,
             next: None,
             full: Some(s.into()),
             headline: String::new(),

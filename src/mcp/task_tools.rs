@@ -41,6 +41,13 @@ struct TaskRow {
     /// The question it waits on you to answer with `reply`.
     #[serde(skip_serializing_if = "Option::is_none")]
     asks: Option<String>,
+    /// Its cost (`~` estimated) and, while it runs, its agent's step (not in the published schema).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    cost: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    step: Option<String>,
 }
 
 #[tool_router(router = task_router, vis = "pub(super)")]
@@ -226,6 +233,8 @@ impl AgentctlServer {
                                 .pending_question
                                 .as_ref()
                                 .map(|q| format!("{} ({})", one_line_preview(&q.text, 80), q.id)),
+                            cost: ops::cost_text(v.usage.as_ref()),
+                            step: v.step.as_ref().filter(|_| !v.status.is_final()).map(|s| s.what.clone()),
                         })
                         .collect();
                     // Over the budget (long role names and questions): a shorter page, and a cursor.
@@ -284,8 +293,13 @@ fn list_text(rows: &[TaskRow], next: Option<&str>) -> String {
     let mut text: Vec<String> = rows
         .iter()
         .map(|r| {
-            let what = r.asks.as_ref().map_or(r.question.clone(), |q| format!("ASKS {q}"));
-            format!("{} {} {} {}ms {} lines: {what}", r.token, r.role, r.status, r.elapsed_ms, r.line_count)
+            let what = match (&r.asks, &r.step) {
+                (Some(q), _) => format!("ASKS {q}"),
+                (None, Some(step)) => format!("[{step}] {}", r.question),
+                (None, None) => r.question.clone(),
+            };
+            let cost = r.cost.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
+            format!("{} {} {} {}ms {} lines{cost}: {what}", r.token, r.role, r.status, r.elapsed_ms, r.line_count)
         })
         .collect();
     if let Some(cursor) = next {

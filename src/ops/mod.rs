@@ -37,7 +37,7 @@ pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
 pub use scroll::{LogScroll, Move};
 pub use stop::{Halted, halt_if_running};
-pub use view::{TaskView, human_duration};
+pub use view::{TaskView, cost_text, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt};
 pub use watch::Watch;
 pub(crate) use watch::{LOOK_EVERY, Look};

@@ -124,6 +124,18 @@ impl TaskView {
                 n
             }
         };
+        // While it runs, what its supervisor last read of its stream.
+        let seen = match status.is_final() {
+            true => None,
+            false => files::read(&store.seen_path(rec.token), SEEN_MAX)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok()),
+        };
+        let (live_usage, step, todo) = match seen {
+            Some(s) => (Some(s.usage).filter(|u| u.is_known()), s.step, s.todo),
+            None => (None, None, Vec::new()),
+        };
+        let usage = rec.usage.clone().or(live_usage);
         let summary = if !with_summary {
             None
         } else if status.is_final() {
@@ -135,7 +147,8 @@ impl TaskView {
             let read = files::open(&log_path, Access::Read).and_then(|mut f| crate::summary::last_line(&mut f));
             let last = read.as_ref().ok().cloned().flatten();
             note(read.map(drop));
-            let mut line = progress_line(status, elapsed_ms, line_count, last.as_deref());
+            let mut line =
+                progress_line(status, elapsed_ms, line_count, step.as_ref(), usage.as_ref(), last.as_deref());
             if let (Status::Queued, Some(reason)) = (status, &rec.slurm_pending) {
                 let job = rec.slurm_job.map(|j| format!("job {j}")).unwrap_or_else(|| "its job".into());
                 line = format!("queued for {}: Slurm holds {job} pending ({reason})", human_duration(elapsed_ms));
@@ -164,17 +177,6 @@ impl TaskView {
             Some(line)
         };
         let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
-        // While it runs, what its supervisor last read of its stream.
-        let seen = match status.is_final() {
-            true => None,
-            false => files::read(&store.seen_path(rec.token), SEEN_MAX)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok()),
-        };
-        let (live_usage, step, todo) = match seen {
-            Some(s) => (Some(s.usage).filter(|u| u.is_known()), s.step, s.todo),
-            None => (None, None, Vec::new()),
-        };
         // Not in listings: a look at the disk per row.
         let worktree = Some(store.worktree_path(rec.token)).filter(|p| with_summary && p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
@@ -208,7 +210,7 @@ impl TaskView {
             containment: None,
             processes: None,
             memory_bytes: None,
-            usage: rec.usage.clone().or(live_usage),
+            usage,
             step,
             todo,
             note: (!note.is_empty()).then(|| note.join("; ")),
@@ -277,6 +279,7 @@ impl TaskView {
             }
             out.push_str(&format!("containment: {line}\n"));
         }
+        out.push_str(&self.doing());
         match (&self.summary, self.status.is_final()) {
             (Some(s), true) if !s.is_empty() => out.push_str(&format!("\n{s}\n")),
             (Some(s), false) => out.push_str(&format!("{s}\n")),
@@ -287,6 +290,60 @@ impl TaskView {
         }
         out
     }
+}
+
+impl TaskView {
+    /// Its `usage:` line (what it spent, tokens split, model, the agent's session), and while
+    /// it runs its `step:` (and how long it has been on it) and a short todo list.
+    fn doing(&self) -> String {
+        let mut out = String::new();
+        if let Some(u) = &self.usage {
+            let mut parts = vec![u.brief()];
+            let split = [
+                ("in", u.input_tokens),
+                ("out", u.output_tokens),
+                ("cache read", u.cache_read_tokens),
+                ("cache write", u.cache_write_tokens),
+            ];
+            let split: Vec<String> = split.iter().filter_map(|(k, n)| n.map(|n| format!("{k} {n}"))).collect();
+            if !split.is_empty() {
+                parts.push(format!("tokens {}", split.join(", ")));
+            }
+            parts.extend(u.model.clone());
+            parts.extend(u.session_id.as_ref().map(|s| format!("session {s}")));
+            let so_far = if self.status.is_final() { "" } else { " (so far)" };
+            out.push_str(&format!("usage: {}{so_far}\n", parts.join(" · ")));
+        }
+        if self.status.is_final() {
+            return out;
+        }
+        if let Some(s) = &self.step {
+            let since = unix_ms(SystemTime::now()).saturating_sub(s.at_ms);
+            out.push_str(&format!("step: {} (for {})\n", s.what, human_duration(since)));
+        }
+        const TODO_SHOWN: usize = 8;
+        if !self.todo.is_empty() {
+            out.push_str("todo:\n");
+            for t in self.todo.iter().take(TODO_SHOWN) {
+                let mark = match t.status.as_str() {
+                    "completed" => "x",
+                    "in_progress" => ">",
+                    _ => " ",
+                };
+                out.push_str(&format!("  [{mark}] {}\n", crate::agent::stream::shorten(&t.text, 100)));
+            }
+            if self.todo.len() > TODO_SHOWN {
+                out.push_str(&format!("  … {} more\n", self.todo.len() - TODO_SHOWN));
+            }
+        }
+        out
+    }
+}
+
+/// A task's cost as people read it: `$0.0123`, `~$0.0123` when estimated; `None` when unknown.
+pub fn cost_text(usage: Option<&crate::agent::Usage>) -> Option<String> {
+    let u = usage?;
+    u.cost_usd.map(|c| format!("{}{}", if u.cost_estimated { "~" } else { "" }, crate::agent::usage::dollars(c)))
 }
 
 /// Human-readable duration: 0.2s, 4m05s, 2h03m.
@@ -309,10 +366,24 @@ pub fn human_bytes(b: u64) -> String {
     }
 }
 
-/// One line saying how a running task is doing.
-fn progress_line(status: Status, elapsed_ms: u64, lines: u64, last: Option<&str>) -> String {
+/// One line saying how a running task is doing: its agent's step and spend when its stream
+/// says them (they say more than the stream's last event), else its last line.
+fn progress_line(
+    status: Status,
+    elapsed_ms: u64,
+    lines: u64,
+    step: Option<&crate::agent::stream::Step>,
+    usage: Option<&crate::agent::Usage>,
+    last: Option<&str>,
+) -> String {
     let mut s = format!("{status} for {:.1}s, {lines} line(s) of output so far", elapsed_ms as f64 / 1000.0);
-    if let Some(l) = last {
+    if let Some(step) = step {
+        s.push_str(&format!("; now: {}", step.what));
+    }
+    if let Some(cost) = cost_text(usage) {
+        s.push_str(&format!("; spent {cost}"));
+    }
+    if let Some(l) = last.filter(|_| step.is_none()) {
         let short: String = l.chars().take(120).collect();
         s.push_str(&format!("; last: {short}"));
     }

@@ -1,6 +1,6 @@
 //! What an agent spends and does, read from its stream while it runs, and budgets that halt it.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
@@ -115,4 +115,52 @@ fn a_pool_that_spent_its_window_holds_new_tasks_saying_until_when_and_a_halt_can
     // A task of another pool is not held.
     let claude = claude();
     h.run(&["--json", "run", "--sync", "--", &claude, "spend", "0.5"], 0);
+}
+
+#[test]
+fn list_and_status_say_the_step_and_spend_soon_after_the_agent_writes_them() {
+    let h = Home::new();
+    let gate = h.path().join("gate");
+    let claude = claude();
+    let v = h.run(&["--json", "run", "--async", "--", &claude, "steps", gate.to_str().unwrap()], 0).json();
+    let (token, log) = (v["token"].as_str().unwrap().to_owned(), v["log_path"].as_str().unwrap().to_owned());
+    // From the moment the agent's Bash call is in its log (its stdout) to the step in `list`.
+    wait_until(Duration::from_secs(30), "the Bash call in the log", || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("toolu_1"))
+    });
+    let written = Instant::now();
+    let mut row = String::new();
+    wait_until(Duration::from_secs(30), "list to show the step", || {
+        let listed = h.run(&["list"], 0).stdout;
+        row = listed.lines().find(|l| l.contains(&token)).unwrap_or_default().to_owned();
+        row.contains("[Bash: sleep 5]")
+    });
+    let shown = written.elapsed();
+    eprintln!("the step showed in list {shown:?} after the agent wrote it");
+    // Estimated at list prices while it runs: 100 in, 12 out, 15 cache read, 20 cache write ($0.00093).
+    assert!(row.contains(" ~$0.0009 ") && row.contains("running"), "{row}");
+    let text = h.run(&["status", &token], 0).stdout;
+    for said in [
+        "usage: ~$0.0009 · 147 tokens · 1 turn · tokens in 100, out 12, cache read 15, cache write 20 · \
+         claude-opus-4-8 · session 5e0c4a52-7d1f-4a43-9d0b-3c4fb0d3e001 (so far)",
+        "step: Bash: sleep 5 (for ",
+        "line(s) of output so far; now: Bash: sleep 5; spent ~$0.0009",
+    ] {
+        assert!(text.contains(said), "{said} in:\n{text}");
+    }
+    std::fs::write(&gate, "").unwrap();
+    let text = h.run(&["await", &token], 0).stdout;
+    assert!(
+        text.contains("usage: $0.0123 · 320 tokens · 2 turns · tokens in 200, out 50, cache read 30, cache write 40"),
+        "{text}"
+    );
+    assert!(!text.contains("step:") && !text.contains("(so far)"), "{text}");
+    let listed = h.run(&["list"], 0).stdout;
+    assert!(listed.lines().next().unwrap().contains(" COST "), "{listed}");
+    let row = listed.lines().find(|l| l.contains(&token)).unwrap();
+    assert!(row.contains(" $0.0123 ") && !row.contains("[Bash"), "{row}");
+    // A task whose agent reports nothing costs `-`, not $0.
+    h.run(&["run", "--sync", "--", "true"], 0);
+    let listed = h.run(&["list"], 0).stdout;
+    assert!(listed.lines().nth(1).unwrap().contains(" - "), "{listed}");
 }

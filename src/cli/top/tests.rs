@@ -6,9 +6,15 @@ use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 
 use super::app::{Action, App, Mode};
+use crate::agent::Usage;
+use crate::agent::stream::{Step, Todo};
 use crate::ops::{Move, TaskView};
 use crate::task::{Question, QuestionState, Role, Status, Token};
 use crate::worktree::Changes;
+
+fn usage(cost_usd: f64, cost_estimated: bool) -> Usage {
+    Usage { cost_usd: Some(cost_usd), cost_estimated, output_tokens: Some(1200), turns: Some(3), ..Usage::default() }
+}
 
 fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, question: &str) -> TaskView {
     let token = Token::parse(token).unwrap();
@@ -59,18 +65,23 @@ fn thirty() -> Vec<TaskView> {
         tasks.push(view(&format!("a{i:05x}"), "reviewer", status, 1_000 + i * 137, i, &format!("review change {i}")));
     }
     let mut changed = view("c0ffee", "coder", Status::Completed, 75_000, 40, "fix the flaky test");
+    changed.usage = Some(usage(1.5, false));
     changed.changes =
         Some(Changes { files: 2, added: 14, removed: 3, paths: vec!["src/a.rs".into(), "new.rs".into()] });
     tasks.push(changed);
     for i in 0..4u64 {
-        tasks.push(view(
-            &format!("b{i:05x}"),
-            "builder",
-            Status::Running,
-            12_300 + i * 1000,
-            30 + i,
-            "cargo build --release",
-        ));
+        let mut building =
+            view(&format!("b{i:05x}"), "builder", Status::Running, 12_300 + i * 1000, 30 + i, "cargo build --release");
+        if i == 3 {
+            // An agent whose stream agentctl reads: its spend so far, and what it does now.
+            building.usage = Some(usage(0.0213, true));
+            building.step = Some(Step { what: "Bash: cargo test".into(), at_ms: 0 });
+            building.todo = vec![
+                Todo { text: "build".into(), status: "completed".into() },
+                Todo { text: "test".into(), status: "in_progress".into() },
+            ];
+        }
+        tasks.push(building);
     }
     let mut asking = view("dec1de", "planner", Status::Running, 61_000, 5, "plan the release");
     asking.pending_question = Some(Question {
@@ -234,4 +245,20 @@ fn the_selection_stays_on_its_task_across_reloads_and_holds_500_tasks() {
     assert_eq!(app.visible().len(), 500);
     key(&mut app, KeyCode::End);
     assert!(screen(&app).contains("000000"));
+}
+
+#[test]
+fn a_running_agents_spend_and_step_show_in_its_row_and_detail() {
+    let mut app = app();
+    while app.selected().unwrap().token.as_str() != "b00003" {
+        assert_eq!(key(&mut app, KeyCode::Down), Action::Selected);
+    }
+    let shown = screen(&app);
+    let row = shown.lines().find(|l| l.contains("b00003 builder")).unwrap();
+    assert!(row.contains("~$0.0213") && row.contains("[Bash: cargo test]"), "{shown}");
+    assert!(shown.contains("usage: ~$0.0213 · 1.2k tokens · 3 turns"), "{shown}");
+    assert!(shown.contains("now: Bash: cargo test  (todo: 1 of 2 done)"), "{shown}");
+    // An ended task shows what it spent, not a step.
+    let ended = shown.lines().find(|l| l.contains("c0ffee")).unwrap();
+    assert!(ended.contains("$1.50"), "{shown}");
 }

@@ -87,11 +87,14 @@ fn status_style(s: Status) -> Style {
     })
 }
 
-/// What a row says after its numbers: the question it waits on, what it changed, else what
-/// it was asked.
+/// What a row says after its numbers: the question it waits on, its agent's step, what it
+/// changed, else what it was asked.
 fn what(t: &TaskView) -> String {
     if let Some(q) = &t.pending_question {
         return format!("ASKS: {}", q.text.lines().next().unwrap_or(""));
+    }
+    if let Some(step) = crate::cli::spend::step(t) {
+        return format!("[{step}] {}", t.question);
     }
     match &t.changes {
         Some(c) => format!("[{} file(s) +{} -{}] {}", c.files, c.added, c.removed, t.question),
@@ -113,6 +116,7 @@ fn task_table(f: &mut Frame, app: &App, area: Rect) {
             Cell::from(t.pool.clone().unwrap_or_default()),
             Cell::from(human_duration(t.elapsed_ms)),
             Cell::from(t.line_count.to_string()),
+            Cell::from(crate::cli::spend::cost(t.usage.as_ref())),
             Cell::from(what(t)).style(if t.pending_question.is_some() {
                 Style::new().fg(Color::Yellow).bold()
             } else {
@@ -125,6 +129,7 @@ fn task_table(f: &mut Frame, app: &App, area: Rect) {
     };
     let role_w = widest(&|t| t.role.as_str().chars().count(), 4, 12);
     let pool_w = widest(&|t| t.pool.as_deref().map_or(0, |p| p.chars().count()), 4, 10);
+    let cost_w = widest(&|t| crate::cli::spend::cost(t.usage.as_ref()).len(), 4, 9);
     let widths = [
         Constraint::Length(6),
         Constraint::Length(role_w),
@@ -132,9 +137,10 @@ fn task_table(f: &mut Frame, app: &App, area: Rect) {
         Constraint::Length(pool_w),
         Constraint::Length(7),
         Constraint::Length(6),
+        Constraint::Length(cost_w),
         Constraint::Fill(1),
     ];
-    let header = Row::new(["TOKEN", "ROLE", "STATUS", "POOL", "ELAPSED", "LINES", "QUESTION"])
+    let header = Row::new(["TOKEN", "ROLE", "STATUS", "POOL", "ELAPSED", "LINES", "COST", "QUESTION"])
         .style(Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED));
     let empty = if app.tasks().is_empty() { " no tasks yet " } else { " no task matches the filter " };
     let block = Block::bordered().title(if visible.is_empty() { empty } else { " tasks " });
@@ -168,6 +174,16 @@ fn detail_pane(f: &mut Frame, app: &App, area: Rect) {
             lines.push(Line::styled("waiting for a place in its pool", Style::new().fg(Color::Yellow)))
         }
         _ => {}
+    }
+    if let Some(u) = &t.usage {
+        lines.push(Line::styled(format!("usage: {}", u.brief()), Style::new().fg(Color::Cyan)));
+    }
+    if let Some(step) = crate::cli::spend::step(t) {
+        let todo = match t.todo.iter().filter(|i| i.status == "completed").count() {
+            _ if t.todo.is_empty() => String::new(),
+            done => format!("  (todo: {done} of {} done)", t.todo.len()),
+        };
+        lines.push(Line::styled(format!("now: {step}{todo}"), Style::new().fg(Color::Cyan)));
     }
     if let Some(n) = &t.note {
         lines.push(Line::styled(format!("note: {n}"), Style::new().fg(Color::DarkGray)));
