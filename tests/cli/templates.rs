@@ -302,3 +302,32 @@ fn a_slurm_role_without_srun_is_refused_saying_what_to_install() {
     assert!(r.stderr.contains("unknown field `queue`") && r.stderr.contains("partition"), "{}", r.stderr);
     assert!(!h.path().join("tasks").exists());
 }
+
+/// The file's `[prices]` and a pool's `budget` reach its tasks: an agent of the codex kind
+/// replaying Codex's recorded stream (which names no model: `-m` in its command does) has its
+/// cost estimated from the file's price, and a pool's token budget halts it.
+#[test]
+fn the_files_prices_and_a_pools_budget_reach_its_tasks() {
+    let h = Home::new();
+    let stream = fixtures().join("transcripts/codex-stream.jsonl");
+    let toml = format!(
+        "[prices.\"gpt-5.5\"]\ninput = 1.0\noutput = 10.0\ncache_read = 0.5\ncache_write = 2.0\n\
+         [pools.tight]\nbudget = {{ tokens = 1000 }}\n\
+         [agents.priced]\nagent = \"codex\"\ncommand = [\"sh\", \"-c\", \"cat \\\"$0\\\"\", \"{s}\", \"-m\", \"gpt-5.5\"]\n\
+         [agents.capped]\nagent = \"codex\"\npool = \"tight\"\n\
+         command = [\"sh\", \"-c\", \"cat \\\"$0\\\"; sleep 60\", \"{s}\", \"-m\", \"gpt-5.5\"]\n",
+        s = stream.display()
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let v = h.run(&["--json", "ask", "--sync", "priced", "q"], 0).json();
+    // 330 uncached input, 60 output, 800 cache read, 200 cache write (STREAMS.md).
+    let want = (330.0 * 1.0 + 60.0 * 10.0 + 800.0 * 0.5 + 200.0 * 2.0) / 1e6;
+    let cost = v["usage"]["cost_usd"].as_f64().unwrap_or_else(|| panic!("no cost: {v}"));
+    assert!((cost - want).abs() < 1e-12 && v["usage"]["cost_estimated"] == true, "{v}");
+    // 1390 tokens, past the pool's 1000: halted long before its sleep ends.
+    let t0 = Instant::now();
+    let v = h.run(&["--json", "ask", "--sync", "capped", "q"], 1).json();
+    assert_eq!(v["status"], "over_budget", "{v}");
+    assert!(v["note"].as_str().unwrap().contains("1390 tokens passed its budget of 1000 by 390"), "{v}");
+    assert!(t0.elapsed() < Duration::from_secs(50), "a hang guard");
+}
