@@ -325,18 +325,8 @@ mod tests {
     #[test]
     fn default_template_passes_question_as_one_element() {
         let argv = Template::builtin_default().render(&vars("fix it; rm -rf / {token} $(x)")).unwrap();
-        assert_eq!(
-            argv,
-            [
-                "kiro-cli",
-                "chat",
-                "--no-interactive",
-                "--trust-all-tools",
-                "--agent",
-                "reviewer",
-                "fix it; rm -rf / {token} $(x)"
-            ]
-        );
+        // The whole argv is `agents::builtin`'s to test.
+        assert_eq!(argv[4..], ["--agent", "reviewer", "fix it; rm -rf / {token} $(x)"]);
     }
 
     #[test]
