@@ -60,7 +60,7 @@ impl Reader for ClaudeStream {
         if !line.starts_with(b"{") || json::starts_with_type(line, "user") {
             return;
         }
-        if json::starts_with_type(line, "stream_event") && scan::early(line, b"\"content_block_delta\"", 128) {
+        if json::starts_with_type(line, "stream_event") && scan::early(line, b"\"content_block_delta\"", 256) {
             return;
         }
         let Ok(event) = serde_json::from_slice::<Value>(line) else { return };

@@ -84,7 +84,7 @@ impl Reader for CodexStream {
 /// Whether a completed item may say something new: a message, reasoning or a todo list (which
 /// come completed only, or change), not a finished tool call.
 fn worth_reading(line: &[u8]) -> bool {
-    ["\"agent_message\"", "\"reasoning\"", "\"todo_list\""].iter().any(|t| super::scan::early(line, t.as_bytes(), 96))
+    ["\"agent_message\"", "\"reasoning\"", "\"todo_list\""].iter().any(|t| super::scan::early(line, t.as_bytes(), 192))
 }
 
 /// The end of a turn: the thread's usage so far.

@@ -84,7 +84,7 @@ impl Reader for GeminiStream {
             return;
         }
         if json::starts_with_type(line, "message") {
-            if scan::early(line, b"\"role\":\"assistant\"", 128) {
+            if scan::early(line, b"\"role\":\"assistant\"", 192) {
                 self.call(seen);
                 if seen.step.as_ref().is_none_or(|s| s.what != "answering") {
                     seen.step = stream::step("answering");
