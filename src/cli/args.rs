@@ -72,6 +72,11 @@ pub enum Command {
   agentctl roles
   agentctl --agents team.toml --json roles")]
     Roles,
+    /// What agents spent: tokens, turns and cost of the tasks that ended in a window (and those running)
+    #[command(after_help = "Examples:
+  agentctl usage --since 1d --by role
+  agentctl --json usage --by agent")]
+    Usage(UsageArgs),
     /// Show one task
     #[command(after_help = "Examples:
   agentctl status a3f2c1
@@ -260,6 +265,16 @@ pub struct ListArgs {
     /// Skip the N newest matching tasks (with --limit: the next page)
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub offset: usize,
+}
+
+#[derive(Debug, Args)]
+pub struct UsageArgs {
+    /// Only tasks that ended in the last D (e.g. 1d, 12h), and those still running [default: all]
+    #[arg(long, value_name = "D")]
+    pub since: Option<String>,
+    /// A line per role, pool, session (the one a task reports to) or agent (its kind)
+    #[arg(long, value_name = "GROUP", value_parser = ["role", "pool", "session", "agent"])]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Args)]

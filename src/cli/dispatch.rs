@@ -131,6 +131,12 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             out.roles(&ops::roles(&home, agents.as_deref())?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::Usage(u) => {
+            let since = u.since.as_deref().map(parse_duration).transpose()?;
+            let by = u.by.as_deref().map(ops::SpendBy::parse).transpose().map_err(Error::Usage)?;
+            out.usage(&ops::usage(&Store::existing(&home)?, since, by)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Status(s) => {
             let token = Token::parse(&s.token)?;
             let mut v = ops::status(&Store::existing(&home)?, token)?;

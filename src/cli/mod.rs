@@ -12,6 +12,7 @@ mod spend;
 mod table;
 mod term;
 mod top;
+mod totals;
 mod usage;
 
 pub use dispatch::main;

@@ -167,6 +167,15 @@ impl Out {
         let _ = super::table::write(&mut w, views, super::term::width(), self.colour);
     }
 
+    /// Print what the tasks of a window spent.
+    pub fn usage(&self, t: &crate::ops::UsageTotals) {
+        if self.json {
+            print_json(&serde_json::to_value(t).unwrap_or_default());
+        } else {
+            let _ = super::totals::write(&mut io::stdout().lock(), t);
+        }
+    }
+
     /// Print the roles `ask` knows.
     pub fn roles(&self, r: &crate::ops::Roles) {
         if self.json {

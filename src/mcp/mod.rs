@@ -13,6 +13,7 @@ mod result;
 mod server;
 mod shape;
 mod task_tools;
+mod usage_tool;
 mod wire;
 
 pub use budget::{DEFAULT_BUDGET, MAX_BUDGET, MIN_BUDGET};

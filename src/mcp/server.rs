@@ -198,7 +198,8 @@ fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
 impl AgentctlServer {
     /// The server over `store`, its tools published as `options` say.
     pub(super) fn new(store: Store, options: Options) -> Result<AgentctlServer> {
-        let mut tool_router = Self::task_router() + Self::event_router() + Self::converse_router();
+        let mut tool_router =
+            Self::task_router() + Self::event_router() + Self::converse_router() + Self::usage_router();
         if !options.allow_run {
             // Arbitrary commands are opt-in: without --allow-run the tool does not exist.
             tool_router.remove_route("run");

@@ -6,7 +6,7 @@
 //! 2. `events` (sessions, waiting for events)
 //! 3. `converse` (questions and messages between a task and its lead)
 //! 4. `view` (a task as shown), then `wait` (await, halt)
-//! 5. `launch`, `query` (status, list, logs), then `page`, `prune`, `stop`
+//! 5. `launch`, `query` (status, list, logs), `usage` (totals), then `page`, `prune`, `stop`
 
 mod agents;
 mod blocking;
@@ -20,10 +20,12 @@ mod prune;
 mod query;
 mod scroll;
 mod stop;
+mod usage;
 mod view;
 mod wait;
 mod watch;
 
+pub use crate::store::SpendBy;
 pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
 pub use converse::{Asked, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
@@ -37,6 +39,7 @@ pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
 pub use scroll::{LogScroll, Move};
 pub use stop::{Halted, halt_if_running};
+pub use usage::{Spend, UsageTotals, nano_usd, usage};
 pub use view::{TaskView, cost_text, human_duration};
 pub use wait::{AWAIT_TIMEOUT, Awaited, DEFAULT_GRACE, STILL_RUNNING, await_any, await_task, halt};
 pub use watch::Watch;

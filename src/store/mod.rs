@@ -5,7 +5,7 @@
 //! 2. `lock`, `atomic`, `logfile`, `rows` (records, specs and events as rows)
 //! 3. `legacy` (what earlier releases kept in files), then `connect` (opening the database)
 //! 4. `layout` (`Store`: where each file lives)
-//! 5. `events`, `pools`, `spend`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
+//! 5. `events`, `pools`, `spend`, `totals`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
 
 mod atomic;
 mod connect;
@@ -26,6 +26,7 @@ mod rows;
 mod schema;
 mod spend;
 mod tasks;
+mod totals;
 
 pub use atomic::{Durability, write_atomic};
 pub use events::{EventLog, Logged};
@@ -37,3 +38,4 @@ pub use mcp_tasks::McpTask;
 pub use pages::Page;
 pub use pools::{Claim, WATCHERS};
 pub use spend::Spent;
+pub use totals::{SpendBy, SpendRow};

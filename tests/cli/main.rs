@@ -15,6 +15,7 @@ mod retries;
 mod survival;
 mod templates;
 mod top;
+mod totals;
 mod usage;
 mod waiting;
 mod worktrees;

@@ -13,7 +13,7 @@ from conftest import FAKE, alive, cli, connect, open_fds, record, wait_until
 
 pytestmark = pytest.mark.anyio
 
-BASE_TOOLS = {"ask", "await", "halt", "list", "logs", "wait_for_event", "notify", "reply", "send"}
+BASE_TOOLS = {"ask", "await", "halt", "list", "logs", "wait_for_event", "notify", "reply", "send", "usage"}
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -28,7 +28,7 @@ async def test_tools_are_listed_with_schemas_and_annotations(home, mode):
         assert set(tools["await"].input_schema["properties"]) >= {"token", "timeout_secs"}
         for name in BASE_TOOLS:
             assert tools[name].output_schema["type"] == "object", name
-        for name in ("list", "logs", "await"):
+        for name in ("list", "logs", "await", "usage"):
             assert tools[name].annotations.read_only_hint is True, name
         # Hints a client assumes anyway are left out: destructive is the default.
         assert tools["halt"].annotations.destructive_hint in (True, None)
