@@ -94,7 +94,8 @@ impl Out {
             let _ = writeln!(w, "{head}:");
             for v in &a.running {
                 let (token, role, elapsed) = (v.token, v.role.as_str(), human_duration(v.elapsed_ms));
-                let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output", v.line_count);
+                let doing = super::spend::step(v).map(|s| format!("; now: {s}")).unwrap_or_default();
+                let _ = writeln!(w, "  {token} ({role}) for {elapsed}, {} line(s) of output{doing}", v.line_count);
                 let _ = self.question(v, "    ", &mut w);
             }
             let tokens: Vec<String> = a.running.iter().map(|v| v.token.to_string()).collect();

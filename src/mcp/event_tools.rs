@@ -47,6 +47,10 @@ struct EventResult {
     changes: Option<crate::worktree::Changes>,
     #[serde(skip_serializing_if = "Option::is_none")]
     note: Option<String>,
+    /// For `task_finished`: what its agent spent (not in the published schema, kept small).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    usage: Option<crate::agent::Usage>,
     /// What to call next.
     next: String,
 }
@@ -73,6 +77,9 @@ impl EventResult {
         }
         if let Some(c) = &self.changes {
             out.push_str(&format!("\nchanges: {}", c.line()));
+        }
+        if let Some(u) = &self.usage {
+            out.push_str(&format!("\nusage: {}", u.brief()));
         }
         out.push_str(&format!("\nnext: {}", self.next));
         out
@@ -207,6 +214,7 @@ impl EventResult {
             choices: Vec::new(),
             changes: None,
             note,
+            usage: None,
             next,
         }
     }
@@ -225,6 +233,7 @@ impl AgentctlServer {
         r.question_id = event.question_id;
         r.choices = event.choices;
         r.changes = event.changes;
+        r.usage = event.usage;
         match event.kind {
             EventKind::Timeout => {
                 r.next = "nothing arrived in time: call `wait_for_event` again to keep waiting".into()

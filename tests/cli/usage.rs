@@ -148,6 +148,12 @@ fn list_and_status_say_the_step_and_spend_soon_after_the_agent_writes_them() {
     ] {
         assert!(text.contains(said), "{said} in:\n{text}");
     }
+    // Awaiting it with another task: the still-running list says its step.
+    let other = h.start(&["sleep", "30"]);
+    let text = h.run(&["await", &token, &other, "--timeout", "0.2s"], 124).stdout;
+    let line = text.lines().find(|l| l.contains(&token)).unwrap_or_default();
+    assert!(line.ends_with("; now: Bash: sleep 5"), "{text}");
+    h.run(&["halt", &other], 0);
     std::fs::write(&gate, "").unwrap();
     let text = h.run(&["await", &token], 0).stdout;
     assert!(

@@ -46,6 +46,11 @@ async def test_a_running_tasks_step_and_spend_show_in_a_timed_out_await_and_in_p
         s = done.structured_content
         assert s["status"] == "completed" and "step" not in s, s
         assert s["usage"]["cost_usd"] == 0.0123 and "usage: $0.0123 · 320 tokens · 2 turns" in done.content[0].text, s
+        # Its end's event says what it spent too.
+        e = await c.call_tool("wait_for_event", {"timeout_secs": 10})
+        assert e.structured_content["type"] == "task_finished", e.structured_content
+        assert e.structured_content["usage"]["cost_usd"] == 0.0123, e.structured_content
+        assert "usage: $0.0123 · 320 tokens · 2 turns" in e.content[0].text, e.content[0].text
 
 
 def summed(home, tasks):
