@@ -30,8 +30,17 @@ impl Agent for Claude {
         AgentKind::Claude
     }
 
+    /// A run stopped before its `result` (over budget, halted) has the last text its main agent
+    /// wrote as its partial answer, not its stream's JSON.
     fn answer(&self, tail: &Tail<'_>) -> Found {
-        json::answer_at(tail, FIELD)
+        match tail.json_field(FIELD) {
+            Some(answer) => json::cleaned(tail, &answer),
+            None if tail.can_grow() => Found::NeedMore,
+            None => match json::last_event(tail, &["assistant"], last_text) {
+                Some(text) => json::cleaned(tail, &text),
+                None => tail.output(),
+            },
+        }
     }
 
     fn reader(&self) -> Option<Box<dyn Reader>> {
@@ -227,6 +236,15 @@ impl ClaudeStream {
 }
 
 /// An Anthropic `usage` object.
+/// The last text block of an `assistant` event of the main agent (not a subagent's).
+fn last_text(event: &Value) -> Option<String> {
+    if event.get("parent_tool_use_id").is_some_and(|p| !p.is_null()) {
+        return None;
+    }
+    let blocks = event.get("message")?.get("content")?.as_array()?;
+    blocks.iter().rev().find_map(|b| (b.get("type")? == "text").then(|| b.get("text")?.as_str().map(str::to_owned))?)
+}
+
 fn usage_of(u: &Value) -> Usage {
     let n = |k: &str| u.get(k).and_then(Value::as_u64);
     Usage {
@@ -320,6 +338,24 @@ mod tests {
         assert_eq!((seen.usage.cost_usd, seen.step.unwrap().what.as_str()), (None, "answering"));
         let answer = read_answer(&mut Cursor::new(STREAM), DEFAULT_CAP, |tail| Claude.answer(tail)).unwrap();
         assert_eq!(answer, include_str!("../../fixtures/transcripts/answer.md").trim_end());
+    }
+
+    #[test]
+    fn a_run_stopped_before_its_result_answers_with_its_last_text() {
+        let event = |parent: &str, block: &str| {
+            format!(r#"{{"type":"assistant","message":{{"content":[{block}]}},"parent_tool_use_id":{parent}}}"#)
+        };
+        let log = [
+            event("null", r#"{"type":"text","text":"Checking the tests."}"#),
+            event("\"t1\"", r#"{"type":"text","text":"a subagent's"}"#),
+            event("null", r#"{"type":"tool_use","name":"Bash","input":{"command":"sleep 1"}}"#),
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"ok"}]}}"#.to_owned(),
+        ]
+        .join("\n");
+        let answer = read_answer(&mut Cursor::new(log), DEFAULT_CAP, |tail| Claude.answer(tail)).unwrap();
+        assert_eq!(answer, "Checking the tests.");
+        let plain = "no stream at all\n";
+        assert_eq!(read_answer(&mut Cursor::new(plain), DEFAULT_CAP, |t| Claude.answer(t)).unwrap(), plain.trim());
     }
 
     #[test]
