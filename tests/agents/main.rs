@@ -7,7 +7,10 @@
 #[path = "../cli/common.rs"]
 mod common;
 
+mod budgets;
 mod builtin;
 mod clis;
 mod fake_api;
 mod smoke;
+mod task;
+mod usage;
