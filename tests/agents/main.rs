@@ -7,10 +7,15 @@
 #[path = "../cli/common.rs"]
 mod common;
 
+#[allow(dead_code)]
+#[path = "../faults/raw_mcp.rs"]
+mod raw_mcp;
+
 mod budgets;
 mod builtin;
 mod clis;
 mod fake_api;
 mod smoke;
+mod steps;
 mod task;
 mod usage;
