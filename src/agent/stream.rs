@@ -103,6 +103,11 @@ impl Lines {
         }
     }
 
+    /// Whether `seen` changed since `take_changed` was last asked (which this does not count).
+    pub fn changed(&self) -> bool {
+        self.changed
+    }
+
     /// Whether `seen` changed since the last call.
     pub fn take_changed(&mut self) -> bool {
         std::mem::take(&mut self.changed)

@@ -38,17 +38,21 @@ impl Follow {
         self.lines.feed(bytes);
     }
 
-    /// Publish what the stream said, if it changed since last time; true then.
-    pub fn publish(&mut self) -> bool {
+    /// Whether the stream said anything new since it was last published.
+    pub fn changed(&self) -> bool {
+        self.lines.changed()
+    }
+
+    /// Publish what the stream said, if it changed since last time.
+    pub fn publish(&mut self) {
         if !self.lines.take_changed() {
-            return false;
+            return;
         }
         if let Ok(json) = serde_json::to_vec(&self.seen()) {
             // Not synced: a crash loses at most the latest figures, which the log still holds.
             let _ = write_atomic(&self.path, &json, Durability::Atomic);
         }
         self.changed_at = Some(Instant::now());
-        true
     }
 
     /// What the stream said so far, over all runs, its cost estimated where the agent gives none.

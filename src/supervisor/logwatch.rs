@@ -49,8 +49,6 @@ pub(super) struct LogWatch {
     publishing: bool,
     /// The agent's stream, read as it is counted, if its kind writes one agentctl reads.
     pub follow: Option<Follow>,
-    /// What the stream says changed since the supervisor last looked.
-    pub news: bool,
 }
 
 impl LogWatch {
@@ -68,7 +66,6 @@ impl LogWatch {
             look_every: FIRST_LOOK,
             publishing: true,
             follow,
-            news: false,
         })
     }
 
@@ -137,12 +134,17 @@ impl LogWatch {
         self.look_at = Some(Instant::now() + self.look_every);
     }
 
-    /// Count what was written since the last pass, a bounded slice at a time.
+    /// Count what was written since the last pass, a bounded slice at a time. What the stream
+    /// said is published by `publish_seen`, once the supervisor has looked at it.
     pub fn count_some(&mut self) {
         self.behind = !self.catch_up(PASS);
         self.publish();
+    }
+
+    /// Publish what the agent's stream said, if it changed, while the record is not final.
+    pub fn publish_seen(&mut self) {
         if let Some(f) = self.follow.as_mut().filter(|_| self.publishing) {
-            self.news |= f.publish();
+            f.publish();
         }
     }
 

@@ -217,16 +217,19 @@ impl Supervisor {
         self.check_budget();
     }
 
-    /// Halt the task (`over_budget`) once what its agent spent passes its budget.
+    /// Halt the task (`over_budget`) once what its agent spent passes its budget, and only then
+    /// publish what its stream said: whoever acts on figures past the budget (a lead, an agent
+    /// that waits on them) finds the halt begun.
     fn check_budget(&mut self) {
-        if !std::mem::take(&mut self.log.news) || self.stop.is_some() || self.spec.budget.is_empty() {
-            return;
-        }
-        let Some(f) = &self.log.follow else { return };
-        if let Some(why) = self.spec.budget.crossed(&f.seen().usage) {
+        let Some(f) = self.log.follow.as_ref().filter(|f| f.changed()) else { return };
+        let crossed = (self.stop.is_none() && !self.spec.budget.is_empty())
+            .then(|| self.spec.budget.crossed(&f.seen().usage))
+            .flatten();
+        if let Some(why) = crossed {
             self.add_note(why);
             self.begin_stop(StopReason::OverBudget, Duration::from_millis(self.spec.grace_ms));
         }
+        self.log.publish_seen();
     }
 }
 
