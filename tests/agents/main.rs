@@ -18,4 +18,5 @@ mod fake_api;
 mod smoke;
 mod steps;
 mod task;
+mod totals;
 mod usage;

@@ -35,7 +35,7 @@ fn claude_reports_the_apis_exact_tokens_three_turns_and_its_own_cost() {
 /// The price table of the tests' agents.toml: US dollars per million input, output,
 /// cache-read and cache-write tokens, for Codex's model and the one Gemini's `auto` settles on.
 const PRICE: [f64; 4] = [1.25, 10.0, 0.125, 1.5];
-const PRICES: &str = "[prices.\"gpt-5.5\"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.125\ncache_write = 1.5\n\n\
+pub const PRICES: &str = "[prices.\"gpt-5.5\"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.125\ncache_write = 1.5\n\n\
                       [prices.\"gemini-3.8-flash\"]\ninput = 1.25\noutput = 10.0\ncache_read = 0.125\ncache_write = 1.5\n";
 
 /// `cli`'s task in a home whose agents.toml has `PRICES`, awaited; its status once it ended.
