@@ -118,7 +118,7 @@ pub fn nonstandard_formats(schema: &Value, at: &str, found: &mut Vec<String>) {
 #[test]
 fn published_schemas_carry_only_standard_formats() {
     let h = Home::new();
-    for (flags, tools) in [(&[][..], 9), (&["--allow-run"][..], 10)] {
+    for (flags, tools) in [(&[][..], 10), (&["--allow-run"][..], 11)] {
         let mut mcp = RawMcp::start(&h, flags);
         let list = mcp.request("tools/list", json!({}));
         let list = list["result"]["tools"].as_array().unwrap();
