@@ -69,7 +69,7 @@ impl Reader for ClaudeStream {
         if !line.starts_with(b"{") || json::starts_with_type(line, "user") {
             return;
         }
-        if json::starts_with_type(line, "stream_event") && scan::early(line, b"\"content_block_delta\"", 256) {
+        if json::starts_with_type(line, "stream_event") && is_delta(line) {
             return;
         }
         let Ok(event) = serde_json::from_slice::<Value>(line) else { return };
@@ -233,6 +233,13 @@ impl ClaudeStream {
         }
         seen.step = None;
     }
+}
+
+/// Whether a `stream_event` line is a content block's delta: at once in the form Claude Code
+/// writes, else by a look at its first bytes.
+fn is_delta(line: &[u8]) -> bool {
+    const DELTA: &[u8] = br#"{"type":"stream_event","event":{"type":"content_block_delta""#;
+    line.starts_with(DELTA) || scan::early(line, b"\"content_block_delta\"", 256)
 }
 
 /// An Anthropic `usage` object.

@@ -93,7 +93,7 @@ impl Reader for GeminiStream {
             return;
         }
         // A tool call's input can be big (a file written whole): what is needed is near its ends.
-        if line.len() > 4 * stream::EDGE && json::starts_with_type(line, "tool_use") {
+        if line.len() > stream::EDGE && json::starts_with_type(line, "tool_use") {
             let (head, tail) = (&line[..stream::EDGE], &line[line.len() - stream::EDGE..]);
             return self.long_line(head, tail, seen);
         }
@@ -246,7 +246,7 @@ mod tests {
         let delta = format!(r#"{{"type":"message","role":"assistant","content":"{big}","delta":true}}"#);
         let seen = read(&format!("{write}\n{result}\n"));
         assert_eq!((seen.step.unwrap().what.as_str(), seen.usage.turns), ("editing big.txt", Some(1)));
-        let seen = read(&write.replace(&big, &big[..5 * stream::EDGE]));
+        let seen = read(&write.replace(&big, &big[..stream::EDGE]));
         assert_eq!((seen.step.unwrap().what.as_str(), seen.usage.turns), ("editing big.txt", Some(1)));
         let seen = read(&format!("{write}\n{result}\n{delta}\n"));
         assert_eq!((seen.step.unwrap().what.as_str(), seen.usage.turns), ("answering", Some(2)));

@@ -58,12 +58,24 @@ pub(super) fn last_event<T>(tail: &Tail<'_>, kinds: &[&str], mut pick: impl FnMu
 /// Whether the JSON object `line` opens with `"type":"KIND"` (as stream events are written):
 /// a look at its first bytes, so that events nobody reads are never parsed.
 pub(super) fn starts_with_type(line: &[u8], kind: &str) -> bool {
-    let head = &line[..line.len().min(64)];
-    let Some(at) = memchr::memmem::find(head, b"\"type\"") else { return false };
-    let rest = head[at + 6..].trim_ascii_start();
-    let Some(rest) = rest.strip_prefix(b":") else { return false };
-    let rest = rest.trim_ascii_start();
-    rest.strip_prefix(b"\"").and_then(|r| r.strip_prefix(kind.as_bytes())).is_some_and(|r| r.starts_with(b"\""))
+    type_of(line) == Some(kind.as_bytes())
+}
+
+/// The type of the JSON event `line`, from its first bytes, unparsed: the string after
+/// `"type":` (no escapes in it). Every line of a stream is looked at: the common form
+/// (`{"type":"…`) is read without a search.
+pub(super) fn type_of(line: &[u8]) -> Option<&[u8]> {
+    let rest = match line.strip_prefix(b"{\"type\":\"") {
+        Some(rest) => rest,
+        None => {
+            let head = &line[..line.len().min(64)];
+            let at = memchr::memmem::find(head, b"\"type\"")?;
+            let rest = line[at + 6..].trim_ascii_start().strip_prefix(b":")?;
+            rest.trim_ascii_start().strip_prefix(b"\"")?
+        }
+    };
+    let end = memchr::memchr2(b'"', b'\\', &rest[..rest.len().min(64)])?;
+    (rest[end] == b'"').then(|| &rest[..end])
 }
 
 #[cfg(test)]
@@ -77,5 +89,9 @@ mod tests {
         assert!(!starts_with_type(br#"{"type":"users"}"#, "user"));
         assert!(!starts_with_type(br#"{"type":"assistant"}"#, "user"));
         assert!(!starts_with_type(b"", "user"));
+        assert!(!starts_with_type(br#"{"type":"us\"er"}"#, "us"));
+        assert_eq!(type_of(br#"{"type":"item.completed","item":{}}"#), Some(&b"item.completed"[..]));
+        assert_eq!(type_of(br#"{"id":1,"type" :"x"}"#), Some(&b"x"[..]));
+        assert_eq!((type_of(br#"{"type":"cut"#), type_of(br#"{"type":3}"#)), (None, None));
     }
 }

@@ -43,8 +43,12 @@ impl Reader for OpencodeStream {
         if !line.starts_with(b"{") {
             return;
         }
-        // A tool call's output can be big: what is needed of it is near its start.
-        if line.len() > 4 * stream::EDGE && json::starts_with_type(line, "tool_use") {
+        // A tool call's output can be big: what is needed of it is near its start (but for a
+        // todo list, which is small and read whole).
+        if line.len() > stream::EDGE
+            && json::starts_with_type(line, "tool_use")
+            && !scan::early(line, b"\"tool\":\"todowrite\"", 512)
+        {
             let (head, tail) = (&line[..stream::EDGE], &line[line.len() - stream::EDGE..]);
             return self.long_line(head, tail, seen);
         }
