@@ -8,10 +8,11 @@
 //! is spend, so it counts. Turns are the conversation's model calls, counted from the stream (a
 //! call begins with the first message or tool call after the prompt or a tool result); the
 //! router's call is not one. With model `auto`, the model is the one that used the most tokens.
+//! `write_todos` (when enabled) gives its todo list.
 
 use serde_json::Value;
 
-use super::stream::{self, Reader, Seen};
+use super::stream::{self, Reader, Seen, Todo};
 use super::{Agent, AgentKind, json, scan};
 use crate::summary::{Found, Tail};
 
@@ -93,7 +94,10 @@ impl Reader for GeminiStream {
             return;
         }
         // A tool call's input can be big (a file written whole): what is needed is near its ends.
-        if line.len() > stream::EDGE && json::starts_with_type(line, "tool_use") {
+        if line.len() > stream::EDGE
+            && json::starts_with_type(line, "tool_use")
+            && !scan::early(line, b"\"tool_name\":\"write_todos\"", 256)
+        {
             let (head, tail) = (&line[..stream::EDGE], &line[line.len() - stream::EDGE..]);
             return self.long_line(head, tail, seen);
         }
@@ -152,6 +156,18 @@ impl GeminiStream {
 fn tool(event: &Value, seen: &mut Seen) {
     let name = event.get("tool_name").and_then(Value::as_str).unwrap_or("tool");
     let params = &event["parameters"];
+    if name == "write_todos"
+        && let Some(items) = params.get("todos").and_then(Value::as_array)
+    {
+        seen.todo = items
+            .iter()
+            .filter_map(|t| {
+                let text = t.get("description")?.as_str()?;
+                let status = t.get("status").and_then(Value::as_str).unwrap_or("pending");
+                Some(Todo { text: stream::shorten(text, 120), status: status.to_owned() })
+            })
+            .collect();
+    }
     let arg = ["command", "file_path", "dir_path", "path", "pattern", "query", "url", "prompt"]
         .into_iter()
         .find_map(|k| params.get(k).and_then(Value::as_str));
@@ -250,6 +266,15 @@ mod tests {
         assert_eq!((seen.step.unwrap().what.as_str(), seen.usage.turns), ("editing big.txt", Some(1)));
         let seen = read(&format!("{write}\n{result}\n{delta}\n"));
         assert_eq!((seen.step.unwrap().what.as_str(), seen.usage.turns), ("answering", Some(2)));
+    }
+
+    #[test]
+    fn its_todo_list_is_read() {
+        let todo = r#"{"type":"tool_use","tool_name":"write_todos","tool_id":"t1","parameters":{"todos":[{"description":"Read it","status":"completed"},{"description":"Fix it","status":"in_progress"},{"status":"pending"}]}}"#;
+        let seen = read(todo);
+        let got: Vec<_> = seen.todo.iter().map(|t| (t.text.as_str(), t.status.as_str())).collect();
+        assert_eq!(got, [("Read it", "completed"), ("Fix it", "in_progress")]);
+        assert_eq!(seen.step.unwrap().what, "write_todos");
     }
 
     #[test]
