@@ -1,11 +1,12 @@
 //! `agentctl top` for real, in tmux (a private server): tasks shown, output as it comes, a halt
-//! from the view, and the terminal given back as it was.
+//! from the view, and the terminal given back as it was; and the progress line of a waiting
+//! `run` on a terminal.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::{BIN, Home, wait_until};
+use crate::common::{BIN, Home, fixtures, wait_until};
 
 /// A tmux server of this test's own (its socket in the home), 80×24, running bash.
 struct Tmux {
@@ -80,6 +81,21 @@ impl Drop for Tmux {
 
 fn touch(p: &Path) {
     std::fs::write(p, "").unwrap();
+}
+
+#[test]
+fn a_waiting_run_says_its_agents_step_and_spend_on_its_progress_line() {
+    let h = Home::new();
+    let t = Tmux::start(&h);
+    let gate = h.path().join("gate");
+    let claude = fixtures().join("stream/claude");
+    t.keys(&[&format!("C={} G={}; clear", claude.display(), gate.display()), "Enter"]);
+    t.keys(&["agentctl run --sync -- $C steps $G", "Enter"]);
+    let pane = t.wait_for("the step on the progress line", " · Bash: sleep 5 · ~$0.0009");
+    assert!(pane.contains("(run) running "), "{pane}");
+    touch(&gate);
+    let pane = t.wait_for("the answer", "All done: the change is good.");
+    assert!(pane.contains("usage: $0.0123 · 320 tokens · 2 turns"), "{pane}");
 }
 
 #[test]
