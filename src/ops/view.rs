@@ -321,20 +321,15 @@ impl TaskView {
             let since = unix_ms(SystemTime::now()).saturating_sub(s.at_ms);
             out.push_str(&format!("step: {} (for {})\n", s.what, human_duration(since)));
         }
-        const TODO_SHOWN: usize = 8;
-        if !self.todo.is_empty() {
-            out.push_str("todo:\n");
-            for t in self.todo.iter().take(TODO_SHOWN) {
-                let mark = match t.status.as_str() {
-                    "completed" => "x",
-                    "in_progress" => ">",
-                    _ => " ",
-                };
-                out.push_str(&format!("  [{mark}] {}\n", crate::agent::stream::shorten(&t.text, 100)));
-            }
-            if self.todo.len() > TODO_SHOWN {
-                out.push_str(&format!("  … {} more\n", self.todo.len() - TODO_SHOWN));
-            }
+        // A short list: its first 8 items, each on a line.
+        out.push_str(if self.todo.is_empty() { "" } else { "todo:\n" });
+        for t in self.todo.iter().take(8) {
+            let mark =
+                [("completed", "x"), ("in_progress", ">")].iter().find(|(s, _)| *s == t.status).map_or(" ", |m| m.1);
+            out.push_str(&format!("  [{mark}] {}\n", crate::agent::stream::shorten(&t.text, 100)));
+        }
+        if self.todo.len() > 8 {
+            out.push_str(&format!("  … {} more\n", self.todo.len() - 8));
         }
         out
     }

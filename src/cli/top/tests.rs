@@ -258,6 +258,13 @@ fn a_running_agents_spend_and_step_show_in_its_row_and_detail() {
     assert!(row.contains("~$0.0213") && row.contains("[Bash: cargo test]"), "{shown}");
     assert!(shown.contains("usage: ~$0.0213 · 1.2k tokens · 3 turns"), "{shown}");
     assert!(shown.contains("now: Bash: cargo test  (todo: 1 of 2 done)"), "{shown}");
+    // `status` says the same in its text: usage so far, the step, the todo list.
+    let text = app.selected().unwrap().text();
+    assert!(text.contains("usage: ~$0.0213 · 1.2k tokens · 3 turns · tokens out 1200 (so far)\n"), "{text}");
+    assert!(
+        text.contains("\nstep: Bash: cargo test (for ") && text.contains("\ntodo:\n  [x] build\n  [>] test\n"),
+        "{text}"
+    );
     // An ended task shows what it spent, not a step.
     let ended = shown.lines().find(|l| l.contains("c0ffee")).unwrap();
     assert!(ended.contains("$1.50"), "{shown}");
