@@ -21,6 +21,7 @@ from common import (
 )
 from history import fig_history, fill, take_seeds
 from line import fig_line
+from stream import fig_stream
 
 
 class Pueue:
@@ -350,7 +351,7 @@ def machine():
 def main():
     figures = [
         fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history,
-        fig_slurm, fig_line,
+        fig_slurm, fig_line, fig_stream,
     ]
     only = set(sys.argv[1:])
     # scripts/bench --against REV: start and throughput of that release too, in this run.

@@ -11,13 +11,19 @@
 //! runs (the text deltas, most of such a stream, are skipped unparsed). A run killed before its
 //! `result` has the calls' sum and no cost: the supervisor estimates it.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
 use super::stream::{self, Reader, Seen, Todo};
+mod ends;
+
 use super::{Agent, AgentKind, Usage, json, scan};
 use crate::summary::{Found, Tail};
+use ends::{MAIN_ARGS, tool_step};
+
+/// How many of the latest model calls are remembered by id.
+const CALLS: usize = 64;
 
 /// The field of Claude Code's JSON output that holds its answer.
 pub const FIELD: &str = "result";
@@ -51,8 +57,12 @@ impl Agent for Claude {
 /// Claude Code's stream as read so far.
 #[derive(Default)]
 struct ClaudeStream {
-    /// Each model call's highest usage, by message id.
-    calls: HashMap<String, Usage>,
+    /// The latest model calls' highest usage, by message id: the last `CALLS` only (a call's
+    /// events come together, or interleaved with a few sub-agents' at most), so that a long
+    /// run's memory stays bounded.
+    calls: VecDeque<(u64, Usage)>,
+    /// How many calls there were in all.
+    turns: u64,
     /// The sum of `calls`.
     total: Usage,
     /// The message each agent streams now (`message_start`), by its parent tool call (the main
@@ -70,6 +80,10 @@ impl Reader for ClaudeStream {
             return;
         }
         if json::starts_with_type(line, "stream_event") && is_delta(line) {
+            return;
+        }
+        // What a model writes (most of a stream) is read from its two ends.
+        if json::starts_with_type(line, "assistant") && !self.done && self.assistant(line, seen) {
             return;
         }
         let Ok(event) = serde_json::from_slice::<Value>(line) else { return };
@@ -107,7 +121,7 @@ impl Reader for ClaudeStream {
         } else if json::starts_with_type(head, "assistant") && !self.done {
             let id = scan::value_after(head, "id").and_then(|v| v.as_str().map(str::to_owned));
             if let (Some(id), Some(u)) = (id, scan::value_after(tail, "usage")) {
-                self.call(id, usage_of(&u), seen);
+                self.call(&id, usage_of(&u), seen);
             }
             seen.step = stream::step("answering");
         }
@@ -121,7 +135,7 @@ impl ClaudeStream {
             seen.usage.model = Some(m.to_owned());
         }
         if let (Some(id), Some(u)) = (msg.get("id").and_then(Value::as_str), msg.get("usage")) {
-            self.call(id.to_owned(), usage_of(u), seen);
+            self.call(id, usage_of(u), seen);
         }
         for block in msg.get("content").and_then(Value::as_array).into_iter().flatten() {
             self.block(block, seen);
@@ -141,13 +155,13 @@ impl ClaudeStream {
                 let Some(id) = msg.get("id").and_then(Value::as_str) else { return };
                 self.current.insert(agent, id.to_owned());
                 if let Some(u) = msg.get("usage") {
-                    self.call(id.to_owned(), usage_of(u), seen);
+                    self.call(id, usage_of(u), seen);
                 }
             }
             // Its usage is the message's so far (cumulative), output tokens included.
             Some("message_delta") => {
-                if let (Some(id), Some(u)) = (self.current.get(&agent), api.get("usage")) {
-                    self.call(id.clone(), usage_of(u), seen);
+                if let (Some(id), Some(u)) = (self.current.get(&agent).cloned(), api.get("usage")) {
+                    self.call(&id, usage_of(u), seen);
                 }
             }
             // A tool call's name, before its input streams in.
@@ -157,8 +171,23 @@ impl ClaudeStream {
     }
 
     /// One model call's usage as it stands now: each figure the highest seen for it.
-    fn call(&mut self, id: String, u: Usage, seen: &mut Seen) {
-        let old = self.calls.entry(id).or_default();
+    fn call(&mut self, id: impl AsRef<[u8]>, u: Usage, seen: &mut Seen) {
+        let id = {
+            use std::hash::{BuildHasher, RandomState};
+            thread_local!(static IDS: RandomState = RandomState::new());
+            IDS.with(|h| h.hash_one(id.as_ref()))
+        };
+        let old = match self.calls.iter().rposition(|(known, _)| *known == id) {
+            Some(at) => &mut self.calls[at].1,
+            None => {
+                if self.calls.len() == CALLS {
+                    self.calls.pop_front();
+                }
+                self.turns += 1;
+                self.calls.push_back((id, Usage::default()));
+                &mut self.calls.back_mut().expect("just pushed").1
+            }
+        };
         let t = &mut self.total;
         for (total, old, new) in [
             (&mut t.input_tokens, &mut old.input_tokens, u.input_tokens),
@@ -175,7 +204,7 @@ impl ClaudeStream {
         let u = &mut seen.usage;
         (u.input_tokens, u.output_tokens) = (t.input_tokens, t.output_tokens);
         (u.cache_read_tokens, u.cache_write_tokens) = (t.cache_read_tokens, t.cache_write_tokens);
-        u.turns = Some(self.calls.len() as u64);
+        u.turns = Some(self.turns);
     }
 
     /// A content block: what the agent does now.
@@ -204,14 +233,8 @@ impl ClaudeStream {
                 })
                 .collect();
         }
-        let arg = ["command", "file_path", "path", "pattern", "url", "description", "prompt"]
-            .into_iter()
-            .find_map(|k| input.get(k).and_then(Value::as_str));
-        seen.step = match (name, arg) {
-            ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path)) => stream::step(format!("editing {path}")),
-            (_, Some(arg)) => stream::step(format!("{name}: {arg}")),
-            (_, None) => stream::step(name),
-        };
+        let arg = MAIN_ARGS.into_iter().find_map(|k| input.get(k).and_then(Value::as_str));
+        tool_step(name, arg, seen);
     }
 
     /// The run's end: its totals, turns and cost replace what the calls added up to.

@@ -60,6 +60,10 @@ pub fn step(what: impl Into<String>) -> Option<Step> {
 
 /// `s` on one line, at most `max` characters.
 pub fn shorten(s: &str, max: usize) -> String {
+    // Most are one short line already.
+    if s.len() <= max && !s.contains(|c: char| c.is_whitespace() && c != ' ') && !s.contains("  ") && s.trim() == s {
+        return s.to_owned();
+    }
     let one: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
     match one.char_indices().nth(max) {
         Some((i, _)) => format!("{}…", &one[..i]),
@@ -67,33 +71,42 @@ pub fn shorten(s: &str, max: usize) -> String {
     }
 }
 
-/// A stream cut into lines as it arrives, each handed to a reader.
+/// A stream cut into lines as it arrives, each handed to a reader. A line that arrives whole
+/// is read where it lies; only one cut by the end of a piece is copied.
 pub struct Lines {
     reader: Box<dyn Reader>,
     pub seen: Seen,
+    /// What `seen` was when `take_changed` last looked.
+    told: Seen,
     /// The line being read: whole up to `LONG` bytes, then its head only.
     buf: Vec<u8>,
     /// The last `EDGE` bytes of a long line, as a ring.
     tail: Vec<u8>,
     /// How much of the current line there was in all.
     len: usize,
-    /// Whether `seen` changed since `take_changed` was last asked.
-    changed: bool,
 }
 
 impl Lines {
     pub fn new(reader: Box<dyn Reader>) -> Lines {
-        Lines { reader, seen: Seen::default(), buf: Vec::new(), tail: Vec::new(), len: 0, changed: false }
+        Lines { reader, seen: Seen::default(), told: Seen::default(), buf: Vec::new(), tail: Vec::new(), len: 0 }
     }
 
-    /// What the agent wrote next.
-    pub fn feed(&mut self, mut bytes: &[u8]) {
+    /// What the agent wrote next; how many lines it ended.
+    pub fn feed(&mut self, mut bytes: &[u8]) -> u64 {
+        let mut ended = 0;
         while let Some(nl) = memchr::memchr(b'\n', bytes) {
-            self.push(&bytes[..nl]);
-            self.end_line();
+            if self.len == 0 && nl <= LONG {
+                let line = &bytes[..nl];
+                self.reader.line(line.strip_suffix(b"\r").unwrap_or(line), &mut self.seen);
+            } else {
+                self.push(&bytes[..nl]);
+                self.end_line();
+            }
+            ended += 1;
             bytes = &bytes[nl + 1..];
         }
         self.push(bytes);
+        ended
     }
 
     /// The stream ended: a last line without a newline is read too.
@@ -105,12 +118,16 @@ impl Lines {
 
     /// Whether `seen` changed since `take_changed` was last asked (which this does not count).
     pub fn changed(&self) -> bool {
-        self.changed
+        self.seen != self.told
     }
 
     /// Whether `seen` changed since the last call.
     pub fn take_changed(&mut self) -> bool {
-        std::mem::take(&mut self.changed)
+        if self.seen == self.told {
+            return false;
+        }
+        self.told = self.seen.clone();
+        true
     }
 
     fn push(&mut self, part: &[u8]) {
@@ -133,7 +150,6 @@ impl Lines {
     }
 
     fn end_line(&mut self) {
-        let before = self.seen.clone();
         if self.len <= LONG {
             let line = self.buf.strip_suffix(b"\r").unwrap_or(&self.buf);
             self.reader.line(line, &mut self.seen);
@@ -148,7 +164,6 @@ impl Lines {
             let head = &self.buf[..EDGE.min(self.buf.len())];
             self.reader.long_line(head, &self.tail, &mut self.seen);
         }
-        self.changed |= self.seen != before;
         self.buf.clear();
         self.tail.clear();
         self.len = 0;

@@ -74,11 +74,17 @@ impl LineCounter {
     /// Count up to `budget` more bytes read from `src`; true when it caught up with what has
     /// been written.
     pub fn advance(&mut self, src: &mut impl Read, budget: u64) -> io::Result<bool> {
-        self.advance_with(src, budget, |_| {})
+        self.advance_with(src, budget, |_| None)
     }
 
-    /// As `advance`, handing each piece read to `also` as well.
-    pub fn advance_with(&mut self, src: &mut impl Read, budget: u64, mut also: impl FnMut(&[u8])) -> io::Result<bool> {
+    /// As `advance`, handing each piece read to `also` as well, which may count its newlines
+    /// itself (it walks through them anyway): its count then stands for a second walk.
+    pub fn advance_with(
+        &mut self,
+        src: &mut impl Read,
+        budget: u64,
+        mut also: impl FnMut(&[u8]) -> Option<u64>,
+    ) -> io::Result<bool> {
         if self.buf.is_empty() {
             // Small at first: most logs counted while a task starts are empty or short, and
             // every fresh page costs a fault.
@@ -95,8 +101,8 @@ impl LineCounter {
             if n == self.buf.len() && n < 64 * 1024 {
                 self.buf.resize(64 * 1024, 0);
             }
-            self.lines += memchr::memchr_iter(b'\n', &self.buf[..n]).count() as u64;
-            also(&self.buf[..n]);
+            let piece = &self.buf[..n];
+            self.lines += also(piece).unwrap_or_else(|| memchr::memchr_iter(b'\n', piece).count() as u64);
             self.last = Some(self.buf[n - 1]);
             read += n as u64;
             self.counted += n as u64;

@@ -33,9 +33,9 @@ impl Follow {
         Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), model, path, changed_at: None })
     }
 
-    /// What the agent wrote next.
-    pub fn feed(&mut self, bytes: &[u8]) {
-        self.lines.feed(bytes);
+    /// What the agent wrote next; how many lines it ended.
+    pub fn feed(&mut self, bytes: &[u8]) -> u64 {
+        self.lines.feed(bytes)
     }
 
     /// Whether the stream said anything new since it was last published.

@@ -157,11 +157,7 @@ impl LogWatch {
             self.published = None;
         }
         let follow = &mut self.follow;
-        let done = self.counter.advance_with(&mut self.file, budget, |bytes| {
-            if let Some(f) = follow.as_mut() {
-                f.feed(bytes);
-            }
-        });
+        let done = self.counter.advance_with(&mut self.file, budget, |bytes| follow.as_mut().map(|f| f.feed(bytes)));
         matches!(done, Ok(true))
     }
 
