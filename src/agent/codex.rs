@@ -169,21 +169,13 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
-    use crate::agent::stream::Lines;
     use crate::summary::{DEFAULT_CAP, read_answer};
 
     const STREAM: &str = include_str!("../../fixtures/transcripts/codex-stream.jsonl");
     const ANSWER: &str = include_str!("../../fixtures/transcripts/answer.md");
 
     fn read(stream: &str) -> Seen {
-        let mut lines = Lines::new(Codex.reader().unwrap());
-        lines.feed(stream.as_bytes());
-        lines.finish();
-        lines.seen
-    }
-
-    fn figures(u: &Usage) -> [Option<u64>; 5] {
-        [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.turns]
+        crate::agent::stream::read_all(Codex.reader(), stream)
     }
 
     fn answer(log: &str) -> String {
@@ -194,7 +186,7 @@ mod tests {
     fn a_recorded_stream_gives_its_uncached_input_its_session_and_its_last_message() {
         let seen = read(STREAM);
         let u = &seen.usage;
-        assert_eq!(figures(u), [Some(330), Some(60), Some(800), Some(200), Some(1)]);
+        assert_eq!(u.figures(), [Some(330), Some(60), Some(800), Some(200), Some(1)]);
         assert_eq!((u.cost_usd, u.model.as_deref()), (None, None));
         assert_eq!(u.session_id.as_deref(), Some("01a218a5-71a2-7160-85a1-3e089fbeab22"));
         assert_eq!(seen.step.unwrap().what, "answering");
@@ -233,12 +225,12 @@ mod tests {
     #[test]
     fn a_resumed_run_reports_its_threads_total_which_the_total_before_turns_into_its_own() {
         let resumed = read(include_str!("../../fixtures/transcripts/codex-resume.jsonl")).usage;
-        assert_eq!(figures(&resumed), [Some(660), Some(120), Some(1600), Some(400), Some(1)]);
+        assert_eq!(resumed.figures(), [Some(660), Some(120), Some(1600), Some(400), Some(1)]);
         let before = read(STREAM).usage;
         let run = resumed_run_usage(&resumed, &before);
-        assert_eq!(figures(&run), [Some(330), Some(60), Some(800), Some(200), Some(1)]);
+        assert_eq!(run.figures(), [Some(330), Some(60), Some(800), Some(200), Some(1)]);
         assert_eq!(run.session_id, before.session_id);
-        assert_eq!(figures(&resumed_run_usage(&Usage::default(), &before)), [None; 5]);
+        assert_eq!(resumed_run_usage(&Usage::default(), &before).figures(), [None; 5]);
     }
 
     #[test]
@@ -248,11 +240,11 @@ mod tests {
             "{\"type\":\"turn.completed\",\"usage\":[1]}\n{\"type\":\"turn.completed\",\"usage\":{\"input_tokens\":\"9\"}}\n",
             "{\"type\":\"item.started\",\"item\":{\"type\":\"file_change\",\"changes\":\"x\"}}\n{\"type\":\"turn.compl",
         ));
-        assert_eq!(figures(&seen.usage), [None, None, None, None, Some(2)]);
+        assert_eq!(seen.usage.figures(), [None, None, None, None, Some(2)]);
         assert_eq!((seen.usage.session_id, seen.step.unwrap().what), (None, "editing".to_owned()));
         // A turn that says less than the recorded one: what it does not say stays unknown.
         let seen = read(r#"{"type":"turn.completed","usage":{"input_tokens":100,"output_tokens":5}}"#);
-        assert_eq!(figures(&seen.usage), [Some(100), Some(5), None, None, Some(1)]);
+        assert_eq!(seen.usage.figures(), [Some(100), Some(5), None, None, Some(1)]);
         assert_eq!(
             answer("not json\n{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":3}}"),
             "not json\n{\"type\":\"item.completed\",\"item\":{\"type\":\"agent_message\",\"text\":3}}"

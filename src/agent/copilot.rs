@@ -118,16 +118,12 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
-    use crate::agent::stream::Lines;
     use crate::summary::{DEFAULT_CAP, read_answer};
 
     const STREAM: &str = include_str!("../../fixtures/transcripts/copilot-stream.jsonl");
 
     fn read(stream: &str) -> Seen {
-        let mut lines = Lines::new(Copilot.reader().unwrap());
-        lines.feed(stream.as_bytes());
-        lines.finish();
-        lines.seen
+        crate::agent::stream::read_all(Copilot.reader(), stream)
     }
 
     #[test]

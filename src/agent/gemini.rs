@@ -199,8 +199,6 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
-    use crate::agent::Usage;
-    use crate::agent::stream::Lines;
     use crate::summary::{DEFAULT_CAP, read_answer};
 
     const STREAM: &str = include_str!("../../fixtures/transcripts/gemini-stream.jsonl");
@@ -211,14 +209,7 @@ mod tests {
     }
 
     fn read(stream: &str) -> Seen {
-        let mut lines = Lines::new(Gemini.reader().unwrap());
-        lines.feed(stream.as_bytes());
-        lines.finish();
-        lines.seen
-    }
-
-    fn figures(u: &Usage) -> [Option<u64>; 5] {
-        [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.turns]
+        crate::agent::stream::read_all(Gemini.reader(), stream)
     }
 
     #[test]
@@ -232,7 +223,7 @@ mod tests {
         let seen = read(STREAM);
         let u = &seen.usage;
         // The router's 10 in / 20 out are in the totals: 530 + 10 uncached, 60 + 20 out.
-        assert_eq!(figures(u), [Some(540), Some(80), Some(800), None, Some(3)]);
+        assert_eq!(u.figures(), [Some(540), Some(80), Some(800), None, Some(3)]);
         assert_eq!((u.model.as_deref(), u.cost_usd), (Some("gemini-3.8-flash"), None));
         assert_eq!(u.session_id.as_deref(), Some("63fd87e4-dbbc-4804-a476-424c8044a6cc"));
         let upto = |n: usize| read(&STREAM.lines().take(n).collect::<Vec<_>>().join("\n"));
@@ -284,7 +275,7 @@ mod tests {
             "{\"type\":\"result\",\"stats\":{\"input\":\"9\",\"cached\":-1,\"models\":{\"m\":{\"total_tokens\":\"x\"}}}}\n",
             "{\"type\":\"tool_use\",\"parameters\":\"x\"}\n{\"type\":\"result\",\"stats\":[]}\n{\"type\":\"resu",
         ));
-        assert_eq!(figures(&seen.usage), [None, None, None, None, Some(1)]);
+        assert_eq!(seen.usage.figures(), [None, None, None, None, Some(1)]);
         assert_eq!((seen.usage.session_id, seen.usage.model, seen.step), (None, None, None));
         assert_eq!(answer("no json\n"), "no json");
     }

@@ -140,28 +140,19 @@ mod tests {
     use std::io::Cursor;
 
     use super::*;
-    use crate::agent::Usage;
-    use crate::agent::stream::Lines;
     use crate::summary::{DEFAULT_CAP, read_answer};
 
     const STREAM: &str = include_str!("../../fixtures/transcripts/opencode-stream.jsonl");
 
     fn read(stream: &str) -> Seen {
-        let mut lines = Lines::new(Opencode.reader().unwrap());
-        lines.feed(stream.as_bytes());
-        lines.finish();
-        lines.seen
-    }
-
-    fn figures(u: &Usage) -> [Option<u64>; 5] {
-        [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.turns]
+        crate::agent::stream::read_all(Opencode.reader(), stream)
     }
 
     #[test]
     fn a_recorded_stream_gives_its_steps_sums_its_own_cost_and_its_last_text() {
         let seen = read(STREAM);
         let u = &seen.usage;
-        assert_eq!(figures(u), [Some(530), Some(60), Some(800), Some(0), Some(3)]);
+        assert_eq!(u.figures(), [Some(530), Some(60), Some(800), Some(0), Some(3)]);
         assert!((u.cost_usd.unwrap() - 0.00273).abs() < 1e-12 && !u.cost_estimated, "{u:?}");
         assert_eq!((u.session_id.as_deref(), u.model.as_deref()), (Some("ses_de75a7a5cffe92DWizQA1STLDs"), None));
         let log = STREAM.as_bytes();
@@ -171,7 +162,7 @@ mod tests {
         assert_eq!(upto(3).step.unwrap().what, "bash: echo step one");
         assert_eq!(upto(6).step.unwrap().what, "editing /work/scratch/rec/work-opencode/notes.txt");
         // While the second call runs: the first's figures, two calls.
-        assert_eq!(figures(&upto(5).usage), [Some(300), Some(10), Some(0), Some(0), Some(2)]);
+        assert_eq!(upto(5).usage.figures(), [Some(300), Some(10), Some(0), Some(0), Some(2)]);
     }
 
     #[test]

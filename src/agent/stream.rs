@@ -71,6 +71,15 @@ pub fn shorten(s: &str, max: usize) -> String {
     }
 }
 
+/// What `reader` makes of the whole of `stream` (for tests of each kind).
+#[cfg(test)]
+pub fn read_all(reader: Option<Box<dyn Reader>>, stream: &str) -> Seen {
+    let mut lines = Lines::new(reader.expect("the kind reads its stream"));
+    lines.feed(stream.as_bytes());
+    lines.finish();
+    lines.seen
+}
+
 /// A stream cut into lines as it arrives, each handed to a reader. A line that arrives whole
 /// is read where it lies; only one cut by the end of a piece is copied.
 pub struct Lines {

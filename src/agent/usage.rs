@@ -51,6 +51,12 @@ pub struct Price {
 pub type Prices = BTreeMap<String, Price>;
 
 impl Usage {
+    /// Its counts, in the order tests compare them: input, output, cache read, cache write, turns.
+    #[cfg(test)]
+    pub fn figures(&self) -> [Option<u64>; 5] {
+        [self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens, self.turns]
+    }
+
     /// Whether the agent reported anything of what it spent.
     pub fn is_known(&self) -> bool {
         self.tokens().is_some() || self.cost_usd.is_some() || self.turns.is_some()

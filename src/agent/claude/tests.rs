@@ -3,7 +3,6 @@
 use std::io::Cursor;
 
 use super::*;
-use crate::agent::stream::Lines;
 use crate::summary::{DEFAULT_CAP, read_answer};
 
 #[test]
@@ -14,10 +13,7 @@ fn a_recorded_run_gives_exactly_its_answer() {
 }
 
 fn read(stream: &str) -> Seen {
-    let mut lines = Lines::new(Claude.reader().unwrap());
-    lines.feed(stream.as_bytes());
-    lines.finish();
-    lines.seen
+    crate::agent::stream::read_all(Claude.reader(), stream)
 }
 
 #[test]
@@ -59,24 +55,20 @@ fn a_message_split_into_blocks_counts_once_with_its_latest_figures() {
 }
 
 /// The figures `usage` holds, in the order STREAMS.md gives them.
-fn figures(u: &Usage) -> [Option<u64>; 5] {
-    [u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens, u.turns]
-}
-
 const STREAM: &str = include_str!("../../../fixtures/transcripts/claude-stream.jsonl");
 
 #[test]
 fn a_recorded_stream_gives_the_runs_totals_cost_and_answer() {
     let seen = read(STREAM);
     let u = &seen.usage;
-    assert_eq!(figures(u), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
+    assert_eq!(u.figures(), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
     assert_eq!((u.cost_usd, u.cost_estimated), (Some(0.0048000000000000004), false));
     assert_eq!(u.session_id.as_deref(), Some("e818b436-8e00-46be-ae38-4bee9c16761e"));
     assert_eq!(u.model.as_deref(), Some("claude-opus-4-8"));
     // Before its `result`: each message once, its output as the stream says it (1 each).
     let before: Vec<&str> = STREAM.lines().filter(|l| !l.contains("\"type\":\"result\"")).collect();
     let seen = read(&before.join("\n"));
-    assert_eq!(figures(&seen.usage), [Some(330), Some(3), Some(800), Some(200), Some(3)]);
+    assert_eq!(seen.usage.figures(), [Some(330), Some(3), Some(800), Some(200), Some(3)]);
     assert_eq!((seen.usage.cost_usd, seen.step.unwrap().what.as_str()), (None, "answering"));
     let answer = read_answer(&mut Cursor::new(STREAM), DEFAULT_CAP, |tail| Claude.answer(tail)).unwrap();
     assert_eq!(answer, include_str!("../../../fixtures/transcripts/answer.md").trim_end());
@@ -104,7 +96,7 @@ fn a_run_stopped_before_its_result_answers_with_its_last_text() {
 fn a_run_killed_in_a_loop_has_its_calls_sum_and_no_cost() {
     let seen = read(include_str!("../../../fixtures/transcripts/claude-loop.jsonl"));
     let u = &seen.usage;
-    assert_eq!(figures(u), [Some(10_000), Some(10), Some(20_000), Some(5_000), Some(10)]);
+    assert_eq!(u.figures(), [Some(10_000), Some(10), Some(20_000), Some(5_000), Some(10)]);
     assert_eq!((u.cost_usd, u.model.as_deref()), (None, Some("claude-opus-4-8")));
     assert_eq!(u.session_id.as_deref(), Some("08649bcf-6c7e-4bd2-b5c4-7e4cdc6ba998"));
     assert_eq!(seen.step.unwrap().what, "Bash: sleep 2");
@@ -120,7 +112,7 @@ fn partial_messages_give_a_calls_true_output_while_it_runs() {
         ev(r#"{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"co"}}"#),
     ];
     let seen = read(&stream.join("\n"));
-    assert_eq!(figures(&seen.usage), [Some(100), Some(1), Some(50), None, Some(1)]);
+    assert_eq!(seen.usage.figures(), [Some(100), Some(1), Some(50), None, Some(1)]);
     assert_eq!((seen.step.unwrap().what, seen.usage.model.as_deref()), ("Bash".to_owned(), Some("claude-x")));
     stream.push(ev(r#"{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}"#));
     // The assistant event that follows repeats the message's first usage: it lowers nothing.
@@ -128,11 +120,11 @@ fn partial_messages_give_a_calls_true_output_while_it_runs() {
         r#"{{"type":"assistant","message":{{"id":"m1","content":[{{"type":"tool_use","name":"Bash","input":{{"command":"sleep 5"}}}}],{usage}}}}}"#
     ));
     let seen = read(&stream.join("\n"));
-    assert_eq!(figures(&seen.usage), [Some(100), Some(42), Some(50), None, Some(1)]);
+    assert_eq!(seen.usage.figures(), [Some(100), Some(42), Some(50), None, Some(1)]);
     assert_eq!(seen.step.unwrap().what, "Bash: sleep 5");
     // A delta whose message never started counts nothing.
     let seen = read(&stream[3]);
-    assert_eq!(figures(&seen.usage), [None, None, None, None, None]);
+    assert_eq!(seen.usage.figures(), [None, None, None, None, None]);
 }
 
 #[test]
@@ -145,11 +137,11 @@ fn a_result_longer_than_a_kept_line_still_gives_its_totals() {
         r#"{{"type":"assistant","message":{{"id":"m9","content":[{{"type":"text","text":"{long}"}}],"usage":{{"input_tokens":7,"output_tokens":1}}}},"session_id":"s9"}}"#
     );
     let seen = read(&format!("{assistant}\n"));
-    assert_eq!(figures(&seen.usage), [Some(7), Some(1), None, None, Some(1)]);
+    assert_eq!(seen.usage.figures(), [Some(7), Some(1), None, None, Some(1)]);
     assert_eq!((seen.usage.session_id.as_deref(), seen.step.unwrap().what.as_str()), (Some("s9"), "answering"));
     let seen = read(&format!("{assistant}\n{big}\n"));
     let u = &seen.usage;
-    assert_eq!(figures(u), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
+    assert_eq!(u.figures(), [Some(330), Some(60), Some(800), Some(200), Some(3)]);
     assert_eq!(
         (u.cost_usd, u.session_id.as_deref()),
         (Some(0.0048000000000000004), Some("e818b436-8e00-46be-ae38-4bee9c16761e"))
