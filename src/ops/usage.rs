@@ -7,13 +7,10 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use crate::agent::{Seen, Usage};
+use crate::agent::Usage;
 use crate::error::Result;
-use crate::store::{SpendBy, SpendRow, Store, files};
+use crate::store::{SpendBy, SpendRow, Store};
 use crate::task::unix_ms;
-
-/// The most of a supervisor's published news read (as the views read it).
-const SEEN_MAX: u64 = 1 << 20;
 
 /// What a group of tasks spent. A figure no task reported is left out (unknown, never zero);
 /// `unknown` counts the tasks that reported nothing at all.
@@ -157,12 +154,7 @@ fn usage_of(store: &Store, row: &SpendRow) -> Option<Usage> {
     if !row.open {
         return recorded;
     }
-    let seen = files::read(&store.seen_path(row.token), SEEN_MAX)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Seen>(&b).ok())
-        .map(|s| s.usage)
-        .filter(Usage::is_known);
-    recorded.or(seen)
+    recorded.or_else(|| store.usage_so_far(row.token))
 }
 
 #[cfg(test)]

@@ -90,9 +90,6 @@ pub struct TaskView {
     pub message: Option<String>,
 }
 
-/// More than any stream's news a supervisor publishes.
-const SEEN_MAX: u64 = 1 << 20;
-
 /// More than any summary agentctl writes (its cap and a note).
 const SUMMARY_MAX: u64 = crate::summary::DEFAULT_CAP as u64 + 4096;
 
@@ -125,12 +122,7 @@ impl TaskView {
             }
         };
         // While it runs, what its supervisor last read of its stream.
-        let seen = match status.is_final() {
-            true => None,
-            false => files::read(&store.seen_path(rec.token), SEEN_MAX)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok()),
-        };
+        let seen = if status.is_final() { None } else { store.read_seen(rec.token) };
         let (live_usage, step, todo) = match seen {
             Some(s) => (Some(s.usage).filter(|u| u.is_known()), s.step, s.todo),
             None => (None, None, Vec::new()),

@@ -57,11 +57,7 @@ impl Store {
         let t = rec.token;
         // What its supervisor last published of its usage, when it did not say it (it died).
         if rec.usage.is_none() {
-            rec.usage = fs::read(self.seen_path(t))
-                .ok()
-                .and_then(|b| serde_json::from_slice::<crate::agent::Seen>(&b).ok())
-                .map(|s| s.usage)
-                .filter(|u| u.is_known());
+            rec.usage = self.usage_so_far(t);
         }
         // The rate-limited runs first, whoever records the end (the lost path too).
         let mut notes: Vec<String> = rec.rate_limited.iter().cloned().chain(note).collect();

@@ -154,6 +154,17 @@ impl Store {
         self.task_dir(t).join("seen.json")
     }
 
+    /// What running task `t`'s supervisor last published of its agent's stream, if it did.
+    pub fn read_seen(&self, t: Token) -> Option<crate::agent::Seen> {
+        let bytes = super::files::read(&self.seen_path(t), 1 << 20).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+
+    /// What task `t`'s agent spent as its supervisor last published it, if it reported any.
+    pub fn usage_so_far(&self, t: Token) -> Option<crate::agent::Usage> {
+        self.read_seen(t).map(|s| s.usage).filter(|u| u.is_known())
+    }
+
     fn history_dir(&self, role: &Role) -> PathBuf {
         self.home.join("subagents").join(role.as_str()).join("data").join("history")
     }

@@ -40,14 +40,10 @@ impl Store {
             .flatten()
             .filter_map(|t| Token::parse(&t).ok())
             .collect();
-        let running = tokens.into_iter().filter_map(|t| self.spent_so_far(t)).sum();
+        let running = tokens
+            .into_iter()
+            .filter_map(|t| self.usage_so_far(t)?.cost_usd.filter(|c| c.is_finite() && *c >= 0.0))
+            .sum();
         Ok(Spent { ended, running })
-    }
-
-    /// What running task `t`'s supervisor last said it spent, if it said.
-    fn spent_so_far(&self, t: Token) -> Option<f64> {
-        let bytes = super::files::read(&self.seen_path(t), 1 << 20).ok()?;
-        let seen: crate::agent::Seen = serde_json::from_slice(&bytes).ok()?;
-        seen.usage.cost_usd.filter(|c| c.is_finite() && *c >= 0.0)
     }
 }
