@@ -3,7 +3,6 @@
 //! `await` whenever it changes, and kept over the runs of a rate-limited task.
 
 use std::path::PathBuf;
-use std::time::Instant;
 
 use crate::agent::stream::Lines;
 use crate::agent::{AgentKind, Prices, Seen, Usage};
@@ -19,9 +18,8 @@ pub(super) struct Follow {
     prices: Prices,
     /// The model its command asks for (`-m`/`--model`), for a stream that does not say it.
     model: Option<String>,
-    /// Where what it said is published, and when it last changed.
+    /// Where what it said is published.
     path: PathBuf,
-    pub changed_at: Option<Instant>,
 }
 
 impl Follow {
@@ -30,7 +28,7 @@ impl Follow {
         let kind = spec.agent_kind();
         let lines = Lines::new(crate::agent::kind(kind).reader()?);
         let model = model_in(&spec.argv);
-        Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), model, path, changed_at: None })
+        Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), model, path })
     }
 
     /// What the agent wrote next; how many lines it ended.
@@ -52,7 +50,6 @@ impl Follow {
             // Not synced: a crash loses at most the latest figures, which the log still holds.
             let _ = write_atomic(&self.path, &json, Durability::Atomic);
         }
-        self.changed_at = Some(Instant::now());
     }
 
     /// What the stream said so far, over all runs, its cost estimated where the agent gives none.
