@@ -142,6 +142,17 @@ fn price_of(model: &str, prices: &Prices) -> Option<Price> {
     Some(Price { input, output, cache_read: Some(input / 10.0), cache_write: Some(input * 1.25) })
 }
 
+/// Token counts as a line shows them, the unknown ones left out: `in 330, out 60, cache read 800`.
+pub fn token_split(
+    input: Option<u64>,
+    output: Option<u64>,
+    cache_read: Option<u64>,
+    cache_write: Option<u64>,
+) -> String {
+    let split = [("in", input), ("out", output), ("cache read", cache_read), ("cache write", cache_write)];
+    split.iter().filter_map(|(k, n)| n.map(|n| format!("{k} {n}"))).collect::<Vec<_>>().join(", ")
+}
+
 /// A cost as people read it: four decimals below a dollar, two above.
 pub fn dollars(usd: f64) -> String {
     if usd < 1.0 { format!("${usd:.4}") } else { format!("${usd:.2}") }

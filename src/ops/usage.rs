@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use serde::Serialize;
 
 use crate::agent::Usage;
+use crate::agent::usage::token_split;
 use crate::error::Result;
 use crate::store::{SpendBy, SpendRow, Store};
 use crate::task::unix_ms;
@@ -111,15 +112,10 @@ impl Spend {
         if let Some(c) = self.cost_usd {
             parts.push(format!("{}{}", if self.cost_estimated { "~" } else { "" }, crate::agent::usage::dollars(c)));
         }
-        let tokens = [
-            ("in", self.input_tokens),
-            ("out", self.output_tokens),
-            ("cache read", self.cache_read_tokens),
-            ("cache write", self.cache_write_tokens),
-        ];
-        let tokens: Vec<String> = tokens.iter().filter_map(|(k, n)| n.map(|n| format!("{k} {n}"))).collect();
+        let tokens =
+            token_split(self.input_tokens, self.output_tokens, self.cache_read_tokens, self.cache_write_tokens);
         if !tokens.is_empty() {
-            parts.push(tokens.join(", "));
+            parts.push(tokens);
         }
         parts.extend(self.turns.map(|t| format!("{t} turns")));
         parts.join(" · ")

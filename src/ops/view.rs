@@ -6,6 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
+use crate::agent::usage::token_split;
 use crate::error::Result;
 use crate::store::files::{self, Access};
 use crate::store::{Store, logfile};
@@ -291,15 +292,9 @@ impl TaskView {
         let mut out = String::new();
         if let Some(u) = &self.usage {
             let mut parts = vec![u.brief()];
-            let split = [
-                ("in", u.input_tokens),
-                ("out", u.output_tokens),
-                ("cache read", u.cache_read_tokens),
-                ("cache write", u.cache_write_tokens),
-            ];
-            let split: Vec<String> = split.iter().filter_map(|(k, n)| n.map(|n| format!("{k} {n}"))).collect();
+            let split = token_split(u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens);
             if !split.is_empty() {
-                parts.push(format!("tokens {}", split.join(", ")));
+                parts.push(format!("tokens {split}"));
             }
             parts.extend(u.model.clone());
             parts.extend(u.session_id.as_ref().map(|s| format!("session {s}")));
