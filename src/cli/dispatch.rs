@@ -332,14 +332,8 @@ fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs, out: &Ou
         wait,
         worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
         pool: l.pool.clone(),
-        budget: budget(Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns })?,
+        budget: Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns },
     })
-}
-
-/// A budget given on the command line, checked.
-fn budget(b: Budget) -> Result<Budget> {
-    b.check("--budget").map_err(Error::Usage)?;
-    Ok(b)
 }
 
 /// Start a task and print what its start gave (`quiet`: its token alone). `--async` asked for

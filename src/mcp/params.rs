@@ -269,11 +269,7 @@ impl LaunchOptions {
             wait,
             worktree: None,
             pool: None,
-            budget: {
-                let b = self.budget.unwrap_or_default();
-                b.check("budget").map_err(Error::Usage)?;
-                b
-            },
+            budget: self.budget.unwrap_or_default(),
         };
         Ok(LaunchRequest { launch, capped })
     }

@@ -68,6 +68,7 @@ pub struct Launch {
 /// start are refused before (or, for exec errors, as) the task is created.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
+    req.budget.check("the task's budget").map_err(Error::Usage)?;
     let agents_file = match &req.what {
         What::Ask { agents_file, .. } | What::Run { agents_file, .. } => agents_file.as_deref(),
     };
