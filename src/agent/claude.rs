@@ -15,12 +15,12 @@ use std::collections::{HashMap, VecDeque};
 
 use serde_json::Value;
 
-use super::stream::{self, Reader, Seen, Todo};
+use super::stream::{self, Reader, Seen};
 mod ends;
 
 use super::{Agent, AgentKind, Usage, json, scan};
 use crate::summary::{Found, Tail};
-use ends::{MAIN_ARGS, tool_step};
+use ends::{EDITS, MAIN_ARGS};
 
 /// How many of the latest model calls are remembered by id.
 const CALLS: usize = 64;
@@ -224,17 +224,9 @@ impl ClaudeStream {
         if name == "TodoWrite"
             && let Some(items) = input.get("todos").and_then(Value::as_array)
         {
-            seen.todo = items
-                .iter()
-                .filter_map(|t| {
-                    let text = t.get("content").or_else(|| t.get("activeForm"))?.as_str()?;
-                    let status = t.get("status").and_then(Value::as_str).unwrap_or("pending");
-                    Some(Todo { text: stream::shorten(text, 120), status: status.to_owned() })
-                })
-                .collect();
+            seen.todo = stream::todo_list(items, &["content", "activeForm"]);
         }
-        let arg = MAIN_ARGS.into_iter().find_map(|k| input.get(k).and_then(Value::as_str));
-        tool_step(name, arg, seen);
+        seen.step = stream::tool_step(name, stream::main_arg(input, &MAIN_ARGS), &EDITS);
     }
 
     /// The run's end: its totals, turns and cost replace what the calls added up to.

@@ -139,7 +139,7 @@ fn item(item: &Value, seen: &mut Seen) {
                         Some(true) => "completed",
                         _ => "pending",
                     };
-                    Some(Todo { text: stream::shorten(text, 120), status: status.to_owned() })
+                    Some(Todo::new(text, status))
                 })
                 .collect();
             return;

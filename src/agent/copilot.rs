@@ -103,14 +103,8 @@ fn tool(data: &Value, seen: &mut Seen) {
         };
         return;
     }
-    let arg = ["command", "path", "pattern", "url", "description"]
-        .into_iter()
-        .find_map(|k| args.get(k).and_then(Value::as_str));
-    seen.step = match (name, arg) {
-        ("edit" | "create" | "write", Some(path)) => stream::step(format!("editing {path}")),
-        (_, Some(arg)) => stream::step(format!("{name}: {arg}")),
-        (_, None) => stream::step(name),
-    };
+    let arg = stream::main_arg(args, &["command", "path", "pattern", "url", "description"]);
+    seen.step = stream::tool_step(name, arg, &["edit", "create", "write"]);
 }
 
 #[cfg(test)]

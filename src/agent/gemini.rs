@@ -12,7 +12,7 @@
 
 use serde_json::Value;
 
-use super::stream::{self, Reader, Seen, Todo};
+use super::stream::{self, Reader, Seen};
 use super::{Agent, AgentKind, json, scan};
 use crate::summary::{Found, Tail};
 
@@ -159,23 +159,10 @@ fn tool(event: &Value, seen: &mut Seen) {
     if name == "write_todos"
         && let Some(items) = params.get("todos").and_then(Value::as_array)
     {
-        seen.todo = items
-            .iter()
-            .filter_map(|t| {
-                let text = t.get("description")?.as_str()?;
-                let status = t.get("status").and_then(Value::as_str).unwrap_or("pending");
-                Some(Todo { text: stream::shorten(text, 120), status: status.to_owned() })
-            })
-            .collect();
+        seen.todo = stream::todo_list(items, &["description"]);
     }
-    let arg = ["command", "file_path", "dir_path", "path", "pattern", "query", "url", "prompt"]
-        .into_iter()
-        .find_map(|k| params.get(k).and_then(Value::as_str));
-    seen.step = match (name, arg) {
-        ("write_file" | "replace", Some(path)) => stream::step(format!("editing {path}")),
-        (_, Some(arg)) => stream::step(format!("{name}: {arg}")),
-        (_, None) => stream::step(name),
-    };
+    let keys = ["command", "file_path", "dir_path", "path", "pattern", "query", "url", "prompt"];
+    seen.step = stream::tool_step(name, stream::main_arg(params, &keys), &["write_file", "replace"]);
 }
 
 /// The run's end: its tokens, all model calls' (the router's too).

@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::stream::{self, Reader, Seen, Todo};
+use super::stream::{self, Reader, Seen};
 use super::{Agent, AgentKind, json, scan};
 use crate::summary::{Found, Tail};
 
@@ -116,23 +116,10 @@ fn tool(name: Option<&str>, input: &Value, seen: &mut Seen) {
     if name == "todowrite"
         && let Some(items) = input.get("todos").and_then(Value::as_array)
     {
-        seen.todo = items
-            .iter()
-            .filter_map(|t| {
-                let text = t.get("content")?.as_str()?;
-                let status = t.get("status").and_then(Value::as_str).unwrap_or("pending");
-                Some(Todo { text: stream::shorten(text, 120), status: status.to_owned() })
-            })
-            .collect();
+        seen.todo = stream::todo_list(items, &["content"]);
     }
-    let arg = ["command", "filePath", "path", "pattern", "url", "description"]
-        .into_iter()
-        .find_map(|k| input.get(k).and_then(Value::as_str));
-    seen.step = match (name, arg) {
-        ("write" | "edit" | "patch", Some(path)) => stream::step(format!("editing {path}")),
-        (_, Some(arg)) => stream::step(format!("{name}: {arg}")),
-        (_, None) => stream::step(name),
-    };
+    let arg = stream::main_arg(input, &["command", "filePath", "path", "pattern", "url", "description"]);
+    seen.step = stream::tool_step(name, arg, &["write", "edit", "patch"]);
 }
 
 #[cfg(test)]

@@ -58,6 +58,40 @@ pub fn step(what: impl Into<String>) -> Option<Step> {
     Some(Step { what: shorten(&what.into(), 200), at_ms: now })
 }
 
+/// A tool call as the agent's step: `editing PATH` for one of its kind's `edits` tools with an
+/// argument, else `NAME: ARG`, else `NAME`.
+pub fn tool_step(name: &str, arg: Option<&str>, edits: &[&str]) -> Option<Step> {
+    match arg {
+        Some(path) if edits.contains(&name) => step(format!("editing {path}")),
+        Some(arg) => step(format!("{name}: {arg}")),
+        None => step(name),
+    }
+}
+
+/// The first of `keys` that `args` (a tool call's JSON arguments) holds as a string: the one that
+/// says most of what the call does.
+pub fn main_arg<'a>(args: &'a serde_json::Value, keys: &[&str]) -> Option<&'a str> {
+    keys.iter().find_map(|k| args.get(*k).and_then(serde_json::Value::as_str))
+}
+
+/// A todo list as a tool call's JSON gives it: each item's text at the first of `text_keys` it
+/// has, its status at `status` (`pending` if none).
+pub fn todo_list(items: &[serde_json::Value], text_keys: &[&str]) -> Vec<Todo> {
+    let item = |t: &serde_json::Value| {
+        let text = text_keys.iter().find_map(|k| t.get(*k))?.as_str()?;
+        let status = t.get("status").and_then(serde_json::Value::as_str).unwrap_or("pending");
+        Some(Todo::new(text, status))
+    };
+    items.iter().filter_map(item).collect()
+}
+
+impl Todo {
+    /// An item, its text cut to one short line.
+    pub fn new(text: &str, status: &str) -> Todo {
+        Todo { text: shorten(text, 120), status: status.to_owned() }
+    }
+}
+
 /// `s` on one line, at most `max` characters.
 pub fn shorten(s: &str, max: usize) -> String {
     // Most are one short line already.

@@ -59,7 +59,9 @@ impl ClaudeStream {
                 let from = &line[block_at + BLOCK.len() - 9..];
                 let block = serde_json::Deserializer::from_slice(from).into_iter::<ToolBlock>().next();
                 match block {
-                    Some(Ok(b)) if b.name != "TodoWrite" => tool_step(&b.name, b.input.main(), seen),
+                    Some(Ok(b)) if b.name != "TodoWrite" => {
+                        seen.step = stream::tool_step(&b.name, b.input.main(), &EDITS)
+                    }
                     // A todo list (or an input of another shape) is read whole.
                     _ => match serde_json::Deserializer::from_slice(from).into_iter::<Value>().next() {
                         Some(Ok(block)) => self.tool(&block, seen),
@@ -75,14 +77,8 @@ impl ClaudeStream {
 /// The arguments of a tool call that say most of what it does, the first one it has.
 pub(super) const MAIN_ARGS: [&str; 7] = ["command", "file_path", "path", "pattern", "url", "description", "prompt"];
 
-/// A tool call as the agent's step: `Bash: make test`, `editing src/a.rs`.
-pub(super) fn tool_step(name: &str, arg: Option<&str>, seen: &mut Seen) {
-    seen.step = match (name, arg) {
-        ("Write" | "Edit" | "MultiEdit" | "NotebookEdit", Some(path)) => stream::step(format!("editing {path}")),
-        (_, Some(arg)) => stream::step(format!("{name}: {arg}")),
-        (_, None) => stream::step(name),
-    };
-}
+/// Claude Code's tools that edit the file their argument names.
+pub(super) const EDITS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
 /// A `tool_use` block, read without building a map of its input.
 #[derive(serde::Deserialize)]
