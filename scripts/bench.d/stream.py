@@ -20,8 +20,10 @@ def compact(obj):
 
 
 def stream_file(path, size=GIB):
-    """Write `size` bytes of Claude Code's stream: per model call a tool call, its 6 KB output and
-    a 1.5 KB text block, with the call's usage; the run's result at the end."""
+    """Write `size` bytes of Claude Code's stream, its events in the shapes and key order
+    Claude Code 2.1.197 wrote them (fixtures/transcripts/claude-stream.jsonl): per model call a
+    1.5 KB text block and a tool call, one event each with the call's id and usage, then the
+    tool's 6 KB output; the run's result at the end."""
     output = ("line of tool output " * 300)[:6000]
     text = ("Some reasoning about the change. " * 50)[:1500]
     with open(path, "w") as f:
@@ -30,23 +32,25 @@ def stream_file(path, size=GIB):
         while written < size:
             i += 1
             usage = {"input_tokens": 100 + i % 7, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 3000, "output_tokens": 1}
-            msg = lambda content, n: compact({  # noqa: E731
+            msg = lambda content: compact({  # noqa: E731
                 "type": "assistant",
-                "message": {"id": f"msg_{i}_{n}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
-                            "content": [content], "stop_reason": None, "usage": usage},
-                "parent_tool_use_id": None, "session_id": SESSION,
+                "message": {"id": f"msg_{i:024x}", "type": "message", "role": "assistant", "model": "claude-opus-4-8",
+                            "stop_reason": None, "stop_sequence": None, "content": [content], "usage": usage,
+                            "context_management": None},
+                "parent_tool_use_id": None, "session_id": SESSION, "uuid": f"{i:08x}-2fa0-4e51-9c5e-14968363af83",
             })
             lines = [
-                msg({"type": "tool_use", "id": f"toolu_{i}", "name": "Bash", "input": {"command": f"make test-{i}"}}, 0),
+                msg({"type": "text", "text": text}),
+                msg({"type": "tool_use", "id": f"toolu_{i:024x}", "name": "Bash",
+                     "input": {"command": f"make test-{i}", "description": f"Run make test-{i}"}}),
                 compact({"type": "user", "message": {"role": "user", "content": [
-                    {"tool_use_id": f"toolu_{i}", "type": "tool_result", "content": output, "is_error": False}]},
+                    {"tool_use_id": f"toolu_{i:024x}", "type": "tool_result", "content": output, "is_error": False}]},
                     "parent_tool_use_id": None, "session_id": SESSION}),
-                msg({"type": "text", "text": text}, 1),
             ]
             chunk = "\n".join(lines) + "\n"
             f.write(chunk)
             written += len(chunk)
-        f.write(compact({"type": "result", "subtype": "success", "num_turns": i * 2, "result": "done",
+        f.write(compact({"type": "result", "subtype": "success", "num_turns": i, "result": "done",
                             "session_id": SESSION, "total_cost_usd": 12.5,
                             "usage": {"input_tokens": 1, "output_tokens": 1}}) + "\n")
 
@@ -79,13 +83,18 @@ def supervisor_costs(pid):
         if time.monotonic() > end:
             raise TimeoutError(f"supervisor {pid} did not exit")
         time.sleep(0.01)
-    # Fields 14 and 15 of stat (here 11 and 12, after the state): its own user and system ticks.
-    ticks = int(fields[11]) + int(fields[12])
+    # Its time on a CPU in nanoseconds (schedstat, user and system alike), else its user and
+    # system ticks (fields 14 and 15 of stat, here 11 and 12, after the state): ticks are
+    # 10 ms, too coarse for a difference of a few percent.
+    try:
+        secs = int(pathlib.Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (FileNotFoundError, IndexError, ValueError):
+        secs = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     os.waitpid(pid, 0)
-    return ticks / os.sysconf("SC_CLK_TCK"), peak
+    return secs, peak
 
 
-def fig_stream(ag, pq, tmp, n=3):
+def fig_stream(ag, pq, tmp, n=5):
     adopt_orphans()
     log = tmp / "stream.jsonl"
     stream_file(log)

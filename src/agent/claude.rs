@@ -11,19 +11,21 @@
 //! runs (the text deltas, most of such a stream, are skipped unparsed). A run killed before its
 //! `result` has the calls' sum and no cost: the supervisor estimates it.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
+use std::hash::BuildHasher;
 
 use serde_json::Value;
 
 use super::stream::{self, Reader, Seen};
 mod ends;
+use ends::Pending;
 
 use super::{Agent, AgentKind, Usage, json, scan};
 use crate::summary::{Found, Tail};
 use ends::{EDITS, MAIN_ARGS};
 
 /// How many of the latest model calls are remembered by id.
-const CALLS: usize = 64;
+const CALLS: usize = 32;
 
 /// The field of Claude Code's JSON output that holds its answer.
 pub const FIELD: &str = "result";
@@ -54,13 +56,26 @@ impl Agent for Claude {
     }
 }
 
+/// A model call's figures as `ends::FIGURES` lists them.
+type Figures = [Option<u64>; 4];
+
 /// Claude Code's stream as read so far.
 #[derive(Default)]
 struct ClaudeStream {
-    /// The latest model calls' highest usage, by message id: the last `CALLS` only (a call's
-    /// events come together, or interleaved with a few sub-agents' at most), so that a long
-    /// run's memory stays bounded.
-    calls: VecDeque<(u64, Usage)>,
+    /// The latest model calls' highest usage, by a hash of their message id: the last `CALLS`
+    /// only (a call's events come together, or interleaved with a few sub-agents' at most), so
+    /// that a long run's memory stays bounded.
+    ids: [u64; CALLS],
+    calls: [Figures; CALLS],
+    /// The last `assistant` event read from its ends: its head up to its block's type, its
+    /// message id (`id_hash`), its usage (`"usage":{…}`) and how far from its end that began.
+    last_head: Vec<u8>,
+    last_id: u64,
+    last_usage: Vec<u8>,
+    usage_from_end: usize,
+    /// The step read last and not yet told, and the tool call it names.
+    pending: Pending,
+    block: Vec<u8>,
     /// How many calls there were in all.
     turns: u64,
     /// The sum of `calls`.
@@ -76,16 +91,16 @@ impl Reader for ClaudeStream {
     fn line(&mut self, line: &[u8], seen: &mut Seen) {
         // Tool results (the bulk of a long stream) say nothing of usage or steps, nor do the
         // partial messages' deltas (the bulk of one with `--include-partial-messages`).
-        if !line.starts_with(b"{") || json::starts_with_type(line, "user") {
-            return;
+        let kind = if line.starts_with(b"{") { json::type_of(line) } else { return };
+        match kind {
+            Some(b"user") => return,
+            Some(b"stream_event") if is_delta(line) => return,
+            // What a model writes (most of a stream) is read from its two ends.
+            Some(b"assistant") if !self.done && self.assistant(line, seen) => return,
+            _ => {}
         }
-        if json::starts_with_type(line, "stream_event") && is_delta(line) {
-            return;
-        }
-        // What a model writes (most of a stream) is read from its two ends.
-        if json::starts_with_type(line, "assistant") && !self.done && self.assistant(line, seen) {
-            return;
-        }
+        // Any other event is read in its turn, after the step read before it.
+        self.settle(seen);
         let Ok(event) = serde_json::from_slice::<Value>(line) else { return };
         if let Some(id) = event.get("session_id").and_then(Value::as_str) {
             seen.usage.session_id = Some(id.to_owned());
@@ -107,6 +122,7 @@ impl Reader for ClaudeStream {
     /// totals and cost after it. An `assistant` event made long by a text block: its id before,
     /// its usage after.
     fn long_line(&mut self, head: &[u8], tail: &[u8], seen: &mut Seen) {
+        self.settle(seen);
         if let Some(id) = scan::value_after(tail, "session_id").and_then(|v| v.as_str().map(str::to_owned)) {
             seen.usage.session_id = Some(id);
         }
@@ -121,10 +137,14 @@ impl Reader for ClaudeStream {
         } else if json::starts_with_type(head, "assistant") && !self.done {
             let id = scan::value_after(head, "id").and_then(|v| v.as_str().map(str::to_owned));
             if let (Some(id), Some(u)) = (id, scan::value_after(tail, "usage")) {
-                self.call(&id, usage_of(&u), seen);
+                self.call(id_hash(id.as_bytes()), figures_of(&u), seen);
             }
             seen.step = stream::step("answering");
         }
+    }
+
+    fn settle(&mut self, seen: &mut Seen) {
+        ClaudeStream::settle(self, seen);
     }
 }
 
@@ -135,7 +155,7 @@ impl ClaudeStream {
             seen.usage.model = Some(m.to_owned());
         }
         if let (Some(id), Some(u)) = (msg.get("id").and_then(Value::as_str), msg.get("usage")) {
-            self.call(id, usage_of(u), seen);
+            self.call(id_hash(id.as_bytes()), figures_of(u), seen);
         }
         for block in msg.get("content").and_then(Value::as_array).into_iter().flatten() {
             self.block(block, seen);
@@ -155,13 +175,13 @@ impl ClaudeStream {
                 let Some(id) = msg.get("id").and_then(Value::as_str) else { return };
                 self.current.insert(agent, id.to_owned());
                 if let Some(u) = msg.get("usage") {
-                    self.call(id, usage_of(u), seen);
+                    self.call(id_hash(id.as_bytes()), figures_of(u), seen);
                 }
             }
             // Its usage is the message's so far (cumulative), output tokens included.
             Some("message_delta") => {
                 if let (Some(id), Some(u)) = (self.current.get(&agent).cloned(), api.get("usage")) {
-                    self.call(&id, usage_of(u), seen);
+                    self.call(id_hash(id.as_bytes()), figures_of(u), seen);
                 }
             }
             // A tool call's name, before its input streams in.
@@ -171,30 +191,21 @@ impl ClaudeStream {
     }
 
     /// One model call's usage as it stands now: each figure the highest seen for it.
-    fn call(&mut self, id: impl AsRef<[u8]>, u: Usage, seen: &mut Seen) {
-        let id = {
-            use std::hash::{BuildHasher, RandomState};
-            thread_local!(static IDS: RandomState = RandomState::new());
-            IDS.with(|h| h.hash_one(id.as_ref()))
-        };
-        let old = match self.calls.iter().rposition(|(known, _)| *known == id) {
-            Some(at) => &mut self.calls[at].1,
+    fn call(&mut self, id: u64, figures: Figures, seen: &mut Seen) {
+        // A ring: call n is at n % CALLS.
+        let known = (self.turns as usize).min(CALLS);
+        let old = match self.ids[..known].iter().position(|k| *k == id) {
+            Some(at) => &mut self.calls[at],
             None => {
-                if self.calls.len() == CALLS {
-                    self.calls.pop_front();
-                }
+                let at = self.turns as usize % CALLS;
                 self.turns += 1;
-                self.calls.push_back((id, Usage::default()));
-                &mut self.calls.back_mut().expect("just pushed").1
+                (self.ids[at], self.calls[at]) = (id, [None; 4]);
+                &mut self.calls[at]
             }
         };
         let t = &mut self.total;
-        for (total, old, new) in [
-            (&mut t.input_tokens, &mut old.input_tokens, u.input_tokens),
-            (&mut t.output_tokens, &mut old.output_tokens, u.output_tokens),
-            (&mut t.cache_read_tokens, &mut old.cache_read_tokens, u.cache_read_tokens),
-            (&mut t.cache_write_tokens, &mut old.cache_write_tokens, u.cache_write_tokens),
-        ] {
+        let totals = [&mut t.input_tokens, &mut t.output_tokens, &mut t.cache_read_tokens, &mut t.cache_write_tokens];
+        for ((total, old), new) in totals.into_iter().zip(old).zip(figures) {
             if new > *old {
                 let (n, o) = (new.unwrap_or(0), old.unwrap_or(0));
                 *total = Some(total.unwrap_or(0).saturating_sub(o).saturating_add(n));
@@ -234,11 +245,10 @@ impl ClaudeStream {
         self.done = true;
         let u = &mut seen.usage;
         if let Some(totals) = event.get("usage").filter(|v| v.is_object()) {
-            let t = usage_of(totals);
-            (u.input_tokens, u.output_tokens) =
-                (t.input_tokens.or(u.input_tokens), t.output_tokens.or(u.output_tokens));
-            u.cache_read_tokens = t.cache_read_tokens.or(u.cache_read_tokens);
-            u.cache_write_tokens = t.cache_write_tokens.or(u.cache_write_tokens);
+            let [input, output, read, write] = figures_of(totals);
+            (u.input_tokens, u.output_tokens) = (input.or(u.input_tokens), output.or(u.output_tokens));
+            (u.cache_read_tokens, u.cache_write_tokens) =
+                (read.or(u.cache_read_tokens), write.or(u.cache_write_tokens));
         }
         if let Some(n) = event.get("num_turns").and_then(Value::as_u64) {
             u.turns = Some(n);
@@ -254,10 +264,10 @@ impl ClaudeStream {
 /// writes, else by a look at its first bytes.
 fn is_delta(line: &[u8]) -> bool {
     const DELTA: &[u8] = br#"{"type":"stream_event","event":{"type":"content_block_delta""#;
-    line.starts_with(DELTA) || scan::early(line, b"\"content_block_delta\"", 256)
+    static KIND: scan::Key = scan::Key::new(r#""content_block_delta""#);
+    line.starts_with(DELTA) || scan::early(line, &KIND, 256)
 }
 
-/// An Anthropic `usage` object.
 /// The last text block of an `assistant` event of the main agent (not a subagent's).
 fn last_text(event: &Value) -> Option<String> {
     if event.get("parent_tool_use_id").is_some_and(|p| !p.is_null()) {
@@ -267,15 +277,14 @@ fn last_text(event: &Value) -> Option<String> {
     blocks.iter().rev().find_map(|b| (b.get("type")? == "text").then(|| b.get("text")?.as_str().map(str::to_owned))?)
 }
 
-fn usage_of(u: &Value) -> Usage {
-    let n = |k: &str| u.get(k).and_then(Value::as_u64);
-    Usage {
-        input_tokens: n("input_tokens"),
-        output_tokens: n("output_tokens"),
-        cache_read_tokens: n("cache_read_input_tokens"),
-        cache_write_tokens: n("cache_creation_input_tokens"),
-        ..Usage::default()
-    }
+/// A model call's id as the calls are remembered by.
+fn id_hash(id: &[u8]) -> u64 {
+    foldhash::fast::FixedState::default().hash_one(id)
+}
+
+/// An Anthropic `usage` object's figures.
+fn figures_of(u: &Value) -> Figures {
+    ends::FIGURES.map(|k| std::str::from_utf8(k).ok().and_then(|k| u.get(k)).and_then(Value::as_u64))
 }
 
 #[cfg(test)]

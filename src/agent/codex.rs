@@ -84,7 +84,9 @@ impl Reader for CodexStream {
 /// Whether a completed item may say something new: a message, reasoning or a todo list (which
 /// come completed only, or change), not a finished tool call.
 fn worth_reading(line: &[u8]) -> bool {
-    ["\"agent_message\"", "\"reasoning\"", "\"todo_list\""].iter().any(|t| super::scan::early(line, t.as_bytes(), 192))
+    use super::scan::{Key, early};
+    static KINDS: [Key; 3] = [Key::new(r#""agent_message""#), Key::new(r#""reasoning""#), Key::new(r#""todo_list""#)];
+    KINDS.iter().any(|t| early(line, t, 192))
 }
 
 /// The end of a turn: the thread's usage so far.

@@ -16,6 +16,10 @@ use super::stream::{self, Reader, Seen};
 use super::{Agent, AgentKind, json, scan};
 use crate::summary::{Found, Tail};
 
+/// A message of the model's, and a tool call that sets the todo list.
+static ASSISTANT: scan::Key = scan::Key::new(r#""role":"assistant""#);
+static TODO: scan::Key = scan::Key::new(r#""tool_name":"write_todos""#);
+
 /// The field of Gemini CLI's JSON output that holds its answer.
 pub const FIELD: &str = "response";
 
@@ -85,7 +89,7 @@ impl Reader for GeminiStream {
             return;
         }
         if json::starts_with_type(line, "message") {
-            if scan::early(line, b"\"role\":\"assistant\"", 192) {
+            if scan::early(line, &ASSISTANT, 192) {
                 self.call(seen);
                 if seen.step.as_ref().is_none_or(|s| s.what != "answering") {
                     seen.step = stream::step("answering");
@@ -94,10 +98,7 @@ impl Reader for GeminiStream {
             return;
         }
         // A tool call's input can be big (a file written whole): what is needed is near its ends.
-        if line.len() > stream::EDGE
-            && json::starts_with_type(line, "tool_use")
-            && !scan::early(line, b"\"tool_name\":\"write_todos\"", 256)
-        {
+        if line.len() > stream::EDGE && json::starts_with_type(line, "tool_use") && !scan::early(line, &TODO, 256) {
             let (head, tail) = (&line[..stream::EDGE], &line[line.len() - stream::EDGE..]);
             return self.long_line(head, tail, seen);
         }

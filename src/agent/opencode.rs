@@ -14,6 +14,9 @@ use super::stream::{self, Reader, Seen};
 use super::{Agent, AgentKind, json, scan};
 use crate::summary::{Found, Tail};
 
+/// A tool call that sets the todo list.
+static TODO: scan::Key = scan::Key::new(r#""tool":"todowrite""#);
+
 /// OpenCode.
 pub struct Opencode;
 
@@ -45,10 +48,7 @@ impl Reader for OpencodeStream {
         }
         // A tool call's output can be big: what is needed of it is near its start (but for a
         // todo list, which is small and read whole).
-        if line.len() > stream::EDGE
-            && json::starts_with_type(line, "tool_use")
-            && !scan::early(line, b"\"tool\":\"todowrite\"", 512)
-        {
+        if line.len() > stream::EDGE && json::starts_with_type(line, "tool_use") && !scan::early(line, &TODO, 512) {
             let (head, tail) = (&line[..stream::EDGE], &line[line.len() - stream::EDGE..]);
             return self.long_line(head, tail, seen);
         }

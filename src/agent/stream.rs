@@ -50,6 +50,10 @@ pub trait Reader: Send {
     /// A line longer than `LONG`: its first and last `EDGE` bytes. Ignored unless the kind
     /// can read something from them.
     fn long_line(&mut self, _head: &[u8], _tail: &[u8], _seen: &mut Seen) {}
+
+    /// Tell in `seen` what was read but kept back (a kind may keep only its latest step, to
+    /// read it once, not on every line). Called before `seen` is looked at.
+    fn settle(&mut self, _seen: &mut Seen) {}
 }
 
 /// A step seen now.
@@ -118,6 +122,7 @@ pub fn read_all(reader: Option<Box<dyn Reader>>, stream: &str) -> Seen {
 /// is read where it lies; only one cut by the end of a piece is copied.
 pub struct Lines {
     reader: Box<dyn Reader>,
+    /// What the stream said, as of the last `changed`, `take_changed` or `finish`.
     pub seen: Seen,
     /// What `seen` was when `take_changed` last looked.
     told: Seen,
@@ -157,16 +162,18 @@ impl Lines {
         if self.len > 0 {
             self.end_line();
         }
+        self.reader.settle(&mut self.seen);
     }
 
     /// Whether `seen` changed since `take_changed` was last asked (which this does not count).
-    pub fn changed(&self) -> bool {
+    pub fn changed(&mut self) -> bool {
+        self.reader.settle(&mut self.seen);
         self.seen != self.told
     }
 
     /// Whether `seen` changed since the last call.
     pub fn take_changed(&mut self) -> bool {
-        if self.seen == self.told {
+        if !self.changed() {
             return false;
         }
         self.told = self.seen.clone();

@@ -37,7 +37,7 @@ impl Follow {
     }
 
     /// Whether the stream said anything new since it was last published.
-    pub fn changed(&self) -> bool {
+    pub fn changed(&mut self) -> bool {
         self.lines.changed()
     }
 

@@ -221,7 +221,10 @@ impl Supervisor {
     /// publish what its stream said: whoever acts on figures past the budget (a lead, an agent
     /// that waits on them) finds the halt begun.
     fn check_budget(&mut self) {
-        let Some(f) = self.log.follow.as_ref().filter(|f| f.changed()) else { return };
+        let Some(f) = self.log.follow.as_mut() else { return };
+        if !f.changed() {
+            return;
+        }
         let crossed = (self.stop.is_none() && !self.spec.budget.is_empty())
             .then(|| self.spec.budget.crossed(&f.seen().usage))
             .flatten();

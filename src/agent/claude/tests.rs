@@ -54,6 +54,36 @@ fn a_message_split_into_blocks_counts_once_with_its_latest_figures() {
     assert_eq!(seen.step.unwrap().what, "Bash: sleep 5");
 }
 
+#[test]
+fn blocks_in_claude_codes_own_layout_are_read_from_their_ends_and_the_latest_step_is_told() {
+    let msg = |id: &str, out: u64, block: &str| {
+        format!(
+            r#"{{"type":"assistant","message":{{"id":"{id}","type":"message","role":"assistant","model":"claude-opus-4-8","stop_reason":null,"stop_sequence":null,"content":[{block}],"usage":{{"input_tokens":100,"cache_creation_input_tokens":7,"cache_read_input_tokens":50,"cache_creation":{{"ephemeral_5m_input_tokens":7}},"output_tokens":{out},"service_tier":"standard"}},"context_management":null}},"parent_tool_use_id":null,"session_id":"s1","uuid":"u-{id}"}}"#
+        )
+    };
+    let todo = r#"{"type":"tool_use","id":"toolu_1","name":"TodoWrite","input":{"todos":[{"content":"Fix it","status":"in_progress"}]}}"#;
+    let bash = r#"{"type":"tool_use","id":"toolu_2","name":"Bash","input":{"command":"make","description":"Build"}}"#;
+    let mut lines = crate::agent::stream::Lines::new(Claude.reader().unwrap());
+    // One call's three blocks, the last with more output; a todo list hidden by a later call.
+    let call = [msg("m1", 1, r#"{"type":"text","text":"Plan."}"#), msg("m1", 1, todo), msg("m1", 9, bash)];
+    lines.feed(format!("{}\n", call.join("\n")).as_bytes());
+    assert!(lines.changed());
+    let seen = &lines.seen;
+    assert_eq!(seen.usage.figures(), [Some(100), Some(9), Some(50), Some(7), Some(1)]);
+    assert_eq!((seen.step.as_ref().unwrap().what.as_str(), seen.todo.len()), ("Bash: make", 1));
+    assert_eq!((seen.usage.model.as_deref(), seen.usage.session_id.as_deref()), (Some("claude-opus-4-8"), Some("s1")));
+    lines.feed(format!("{}\n", msg("m2", 4, r#"{"type":"text","text":"Done."}"#)).as_bytes());
+    assert!(lines.changed());
+    assert_eq!(lines.seen.usage.figures(), [Some(200), Some(13), Some(100), Some(14), Some(2)]);
+    assert_eq!(lines.seen.step.as_ref().unwrap().what, "answering");
+    // A step read just before the run's end is not told after it.
+    lines.feed(format!("{}\n", msg("m3", 4, bash)).as_bytes());
+    lines.feed(br#"{"type":"result","subtype":"success","num_turns":3,"result":"ok","session_id":"s1","total_cost_usd":0.5,"usage":{"input_tokens":300,"output_tokens":17}}"#);
+    lines.finish();
+    assert_eq!(lines.seen.usage.figures(), [Some(300), Some(17), Some(150), Some(21), Some(3)]);
+    assert_eq!((lines.seen.step.as_ref(), lines.seen.usage.cost_usd), (None, Some(0.5)));
+}
+
 /// The figures `usage` holds, in the order STREAMS.md gives them.
 const STREAM: &str = include_str!("../../../fixtures/transcripts/claude-stream.jsonl");
 
