@@ -54,4 +54,11 @@ pub trait Agent {
     fn reader(&self) -> Option<Box<dyn Reader>> {
         None
     }
+
+    /// The command that goes on with the conversation `session` (its agent's own id): `argv` is
+    /// its template rendered with the follow-up question, to which the kind adds its own flags;
+    /// with `fork`, a new conversation that starts as a copy of it. Err: why the kind cannot.
+    fn resume(&self, _argv: Vec<String>, _session: &str, _fork: bool) -> Result<Vec<String>, String> {
+        Err(format!("agentctl does not know how {} goes on with a conversation", self.name()))
+    }
 }

@@ -104,6 +104,27 @@ impl Usage {
         self.cost_estimated |= other.cost_estimated;
     }
 
+    /// What this usage has beyond `earlier` (a total less its earlier part): each figure known
+    /// in both is the difference, never below zero; the rest is this one's.
+    pub fn minus(&self, earlier: &Usage) -> Usage {
+        fn less<T: PartialOrd + std::ops::Sub<Output = T> + Copy + Default>(a: Option<T>, b: Option<T>) -> Option<T> {
+            match (a, b) {
+                (Some(x), Some(y)) if x > y => Some(x - y),
+                (Some(_), Some(_)) => Some(T::default()),
+                (x, _) => x,
+            }
+        }
+        Usage {
+            input_tokens: less(self.input_tokens, earlier.input_tokens),
+            output_tokens: less(self.output_tokens, earlier.output_tokens),
+            cache_read_tokens: less(self.cache_read_tokens, earlier.cache_read_tokens),
+            cache_write_tokens: less(self.cache_write_tokens, earlier.cache_write_tokens),
+            turns: less(self.turns, earlier.turns),
+            cost_usd: less(self.cost_usd, earlier.cost_usd),
+            ..self.clone()
+        }
+    }
+
     /// One short line for listings: `$0.0123 · 12.3k tokens · 3 turns`, `unknown` when nothing
     /// was reported; an estimated cost is marked `~`.
     pub fn brief(&self) -> String {

@@ -7,13 +7,13 @@ use std::time::Duration;
 
 use clap::Parser;
 
-use super::args::{Cli, Command, LaunchArgs, WaitArgs};
+use super::args::{Cli, Command};
 use super::progress::{self, Watched};
 use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, Launch, ListFilter, Wait, What};
+use crate::ops::{self, ListFilter, What};
 use crate::store::{Store, resolve_home};
-use crate::task::{Budget, EventKind, Role, Status, Token, parse_choices, parse_duration};
+use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
@@ -85,22 +85,11 @@ pub fn main() -> ExitCode {
 async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, out: &Out) -> Result<ExitCode> {
     let home = resolve_home(home)?;
     match command {
-        Command::Ask(a) => {
-            let from_stdin = a.question == "-";
-            let question = if from_stdin { read_stdin(None)? } else { a.question };
-            if from_stdin && question.trim().is_empty() {
-                return Err(Error::Usage(
-                    "nothing came on stdin for the question (`-` reads it from there): pipe it in, or give it as an argument".into(),
-                ));
-            }
-            let what = What::Ask { question, agents_file: agents };
-            let req = launch_request(&a.role, what, &a.wait, &a.launch, out)?;
-            started(out, &Store::at(&home)?, req, a.wait.quiet).await
-        }
+        Command::Ask(a) => super::start::ask(a, &home, agents, out).await,
         Command::Run(r) => {
             let what = What::Run { argv: r.command, agents_file: agents };
-            let req = launch_request(&r.role, what, &r.wait, &r.launch, out)?;
-            started(out, &Store::at(&home)?, req, r.wait.quiet).await
+            let req = super::start::launch_request(&r.role, what, &r.wait, &r.launch, out)?;
+            super::start::started(out, &Store::at(&home)?, req, r.wait.quiet).await
         }
         Command::Await(a) => {
             let tokens = a.tokens.iter().map(|t| Token::parse(t)).collect::<Result<Vec<_>>>()?;
@@ -306,63 +295,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
     }
 }
 
-/// The launch request `ask` or `run` stands for, checked.
-fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArgs, out: &Out) -> Result<Launch> {
-    if w.quiet && out.json {
-        return Err(Error::Usage(
-            "--quiet prints the token alone and --json the whole task as one object; give one of them".into(),
-        ));
-    }
-    let wait = if w.r#async {
-        Wait::Async
-    } else if w.sync {
-        Wait::Sync
-    } else {
-        Wait::For(duration_or(w.wait.as_deref(), ops::HYBRID_WAIT)?)
-    };
-    if let Some(s) = &l.session {
-        ops::session_of(Some(s))?;
-    }
-    Ok(Launch {
-        role: Role::parse(role)?,
-        what,
-        cwd: l.cwd.clone(),
-        session: l.session.clone(),
-        deadline: l.timeout.as_deref().map(parse_duration).transpose()?,
-        wait,
-        worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
-        pool: l.pool.clone(),
-        budget: Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns },
-    })
-}
-
-/// Start a task and print what its start gave (`quiet`: its token alone). `--async` asked for
-/// the token alone: its exit is 0 even when the task asked a question before the answer was
-/// printed.
-async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<ExitCode> {
-    let wait = req.wait;
-    let handed_back = matches!(wait, Wait::Async);
-    let rec = ops::launch(store, req).await?;
-    let token = rec.token;
-    let v = match progress::watch(store, &[token], !out.json, ops::settle(store, rec, wait)).await? {
-        Watched::Done(v) => v,
-        // The task goes on: --quiet still gives the token alone.
-        Watched::Interrupted if quiet => {
-            return Ok(out.interrupted_quietly(&progress::interrupted_views(store, &[token])));
-        }
-        Watched::Interrupted => return Ok(out.interrupted(&progress::interrupted_views(store, &[token]))),
-    };
-    let code = if quiet {
-        println!("{token}");
-        render::exit_code(&v)
-    } else {
-        out.task(&v)
-    };
-    Ok(if handed_back && code == ExitCode::from(render::ASKS) { ExitCode::SUCCESS } else { code })
-}
-
 /// A duration the user gave, or the default when they gave none.
-fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
+pub(super) fn duration_or(given: Option<&str>, default: Duration) -> Result<Duration> {
     given.map(parse_duration).transpose().map(|d| d.unwrap_or(default))
 }
 
@@ -388,7 +322,7 @@ fn text_arg(arg: String) -> Result<String> {
 }
 
 /// Stdin as text, at most `max` bytes of it.
-fn read_stdin(max: Option<u64>) -> Result<String> {
+pub(super) fn read_stdin(max: Option<u64>) -> Result<String> {
     let mut bytes = Vec::new();
     std::io::stdin().lock().take(max.unwrap_or(u64::MAX)).read_to_end(&mut bytes).ctx(|| "cannot read stdin".into())?;
     String::from_utf8(bytes).map_err(|_| Error::Usage("what came on stdin is not valid UTF-8".into()))

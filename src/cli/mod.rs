@@ -3,12 +3,14 @@
 mod args;
 mod complete;
 mod dispatch;
+mod launch_args;
 mod log_json;
 mod progress;
 mod reference;
 mod render;
 mod roles;
 mod spend;
+mod start;
 mod table;
 mod term;
 mod top;

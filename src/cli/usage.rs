@@ -22,6 +22,9 @@ pub fn usage_error(e: &clap::Error, args: &[String]) -> (String, Vec<String>) {
             hints.push(format!("hint: {tip}"));
         } else if let Some(usage) = line.strip_prefix("Usage: ") {
             hints.push(format!("usage: {usage}"));
+        } else if line.starts_with("agentctl ") && hints.last().is_some_and(|h| h.starts_with("usage: ")) {
+            // A command's other form, on the usage's next line.
+            hints.push(format!("usage: {line}"));
         } else if !line.starts_with("For more information") {
             // The arguments a message lists on lines of their own (those missing, say).
             listed.push(line);

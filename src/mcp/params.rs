@@ -52,10 +52,14 @@ fn budget_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskParams {
-    /// The role, e.g. `reviewer`; agents.toml says which agent runs it.
-    pub role: String,
+    /// e.g. `reviewer` (agents.toml says what runs it).
+    #[serde(default)]
+    pub role: Option<String>,
     /// The task for the agent.
     pub question: String,
+    /// An ended task to follow up, instead of a role.
+    #[serde(default, deserialize_with = "some_token_text")]
+    pub to: Option<String>,
     #[serde(flatten)]
     pub options: LaunchOptions,
 }
@@ -247,6 +251,8 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
 pub struct LaunchRequest {
     pub launch: Launch,
     pub capped: CappedWait,
+    /// A follow-up of this ended task (`ask` with `to`), not a new task.
+    pub to: Option<Token>,
 }
 
 impl LaunchOptions {
@@ -271,7 +277,7 @@ impl LaunchOptions {
             pool: None,
             budget: self.budget.unwrap_or_default(),
         };
-        Ok(LaunchRequest { launch, capped })
+        Ok(LaunchRequest { launch, capped, to: None })
     }
 }
 
@@ -279,8 +285,32 @@ impl AskParams {
     /// The launch request this stands for, with the role's template from `agents_file` (else
     /// the home's or the config dir's agents.toml, as for the CLI).
     pub fn into_launch(self, agents_file: Option<PathBuf>, max: MaxWait) -> Result<LaunchRequest> {
+        let to = self.to.as_deref().map(Token::parse).transpose()?;
+        let role = match (self.role, to) {
+            (Some(role), None) => role,
+            (None, Some(_)) => "run".to_owned(),
+            (Some(_), Some(t)) => {
+                return Err(Error::Usage(format!(
+                    "give `role` for a new task or `to` to follow up task {t}, not both: a follow-up keeps its task's role"
+                )));
+            }
+            (None, None) => {
+                return Err(Error::Usage(
+                    "`ask` needs `role` (who answers, like `reviewer`) or `to` (an ended task's token, to follow it up)".into(),
+                ));
+            }
+        };
+        if let Some(t) = to
+            && (self.options.cwd.is_some() || self.options.session.is_some() || self.options.timeout_secs.is_some())
+        {
+            return Err(Error::Usage(format!(
+                "a follow-up of task {t} runs where, for whom and as long as the task did: leave out `cwd`, `session` and `timeout_secs`"
+            )));
+        }
         let what = What::Ask { question: self.question, agents_file };
-        self.options.into_launch(&self.role, what, max)
+        let mut req = self.options.into_launch(&role, what, max)?;
+        req.to = to;
+        Ok(req)
     }
 }
 

@@ -42,8 +42,8 @@ returns its token (an MCP task if your client takes them: the answer comes by it
 async: true and start every task first. Collect with `wait_for_event` (each \
 task_finished carries an answer: N tasks, N calls) or `await` with tokens: [...] (returns when any ends). A task \
 may ask you a question (in await or wait_for_event): it waits until you `reply`. `send` messages a running task. \
-No call blocks over {max_wait}: on `timeout` or `running`, call again. A long answer names the `logs` call for the \
-rest. `halt` stops, `list` lists. Failed calls name the next tool.";
+No call blocks over {max_wait}: on `timeout` or `running`, call again. `ask` with `to` (a token) goes on with an \
+ended task's conversation. `halt` stops, `list` lists, `logs` reads. Failed calls name the next tool.";
 
 /// How the server was started (`agentctl mcp` and the global flags).
 #[derive(Clone, Debug)]

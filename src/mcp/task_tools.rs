@@ -55,11 +55,18 @@ impl AgentctlServer {
     /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
-        let LaunchRequest { mut launch, capped } = req?;
+        let LaunchRequest { mut launch, capped, to } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
-        let offered = native::offered(&ctx);
+        // A follow-up's turn is answered by its token, not handed out as an MCP task: one handed
+        // out for an earlier turn stands for that turn.
+        let offered = native::offered(&ctx) && to.is_none();
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
-        let rec = ops::launch(&self.store, launch).await?;
+        let rec = match (to, launch.what) {
+            (Some(token), ops::What::Ask { question, .. }) => {
+                ops::follow_up(&self.store, token, question, launch.budget).await?
+            }
+            (_, what) => ops::launch(&self.store, ops::Launch { what, ..launch }).await?,
+        };
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;

@@ -209,6 +209,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             budget,
             // Only what the file sets: a task keeps no table of its own.
             prices: agents.prices().clone(),
+            template: matches!(req.what, What::Ask { .. }).then(|| template.command.clone()),
         };
         let rec = TaskRecord {
             token,
@@ -231,6 +232,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             usage: None,
             spend_held: None,
             frees_at_ms: None,
+            turns: Vec::new(),
         };
         Ok((rec, spec))
     };

@@ -6,12 +6,14 @@
 //! 2. `events` (sessions, waiting for events)
 //! 3. `converse` (questions and messages between a task and its lead)
 //! 4. `view` (a task as shown), then `wait` (await, halt)
-//! 5. `launch`, `query` (status, list, logs), `usage` (totals), then `page`, `prune`, `stop`
+//! 5. `launch`, `follow` (follow-ups), `query` (status, list, logs), `usage` (totals), then
+//!    `page`, `prune`, `stop`
 
 mod agents;
 mod blocking;
 mod converse;
 mod events;
+mod follow;
 mod launch;
 mod lost;
 mod own_path;
@@ -32,6 +34,7 @@ pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,
 };
+pub use follow::follow_up;
 pub use launch::{HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words};
 pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};

@@ -86,9 +86,20 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(skip)]
     pub todo: Vec<crate::agent::stream::Todo>,
+    /// Its turn, once it was followed up (`ask --to`): 2 for its first follow-up.
+    #[serde(skip_serializing_if = "is_first")]
+    pub turn: u32,
+    /// Its earlier turns: each one's question, end, first line of its answer and own usage.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(skip)]
+    pub turns: Vec<crate::task::Turn>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
+}
+
+fn is_first(turn: &u32) -> bool {
+    *turn <= 1
 }
 
 /// More than any summary agentctl writes (its cap and a note).
@@ -206,6 +217,8 @@ impl TaskView {
             usage,
             step,
             todo,
+            turn: rec.turn(),
+            turns: rec.turns.clone(),
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })
@@ -290,6 +303,13 @@ impl TaskView {
     /// it runs its `step:` (and how long it has been on it) and a short todo list.
     fn doing(&self) -> String {
         let mut out = String::new();
+        if !self.turns.is_empty() {
+            out.push_str(&format!("conversation: turn {}; before it:\n", self.turn));
+        }
+        for t in &self.turns {
+            let spent = t.usage.as_ref().map(|u| format!(" ({})", u.brief())).unwrap_or_default();
+            out.push_str(&format!("  {}. {} → {}{spent}: {}\n", t.turn, t.question, t.status, t.answer));
+        }
         if let Some(u) = &self.usage {
             let mut parts = vec![u.brief()];
             let split = token_split(u.input_tokens, u.output_tokens, u.cache_read_tokens, u.cache_write_tokens);

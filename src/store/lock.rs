@@ -58,6 +58,23 @@ impl FileLock {
         FileLock::wait_for(file, path)
     }
 
+    /// Take a task's lock again for its next turn: for writing (its new supervisor notes who it
+    /// is in it), waiting at most `limit` for the last turn's supervisor to exit.
+    pub fn take_again(path: &Path, limit: Duration) -> Result<Option<FileLock>> {
+        let give_up = Instant::now() + limit;
+        loop {
+            let file =
+                files::open(path, Access::ReadWriteCreate).ctx(|| format!("cannot open lock {}", path.display()))?;
+            if let Some(lock) = FileLock::lock(file, path, libc::LOCK_EX | libc::LOCK_NB)? {
+                return Ok(Some(lock));
+            }
+            if Instant::now() >= give_up {
+                return Ok(None);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Take an exclusive lock on the directory `dir` itself, waiting for its holder (only for
     /// locks held briefly: a store's first setup).
     pub fn take_dir(dir: &Path) -> Result<FileLock> {

@@ -74,6 +74,50 @@ impl Store {
         Ok(queued)
     }
 
+    /// Save a task about to start: a new one (`insert_task`), or the next turn of one that
+    /// ended (`reopen_task`). Whether it is queued.
+    pub fn save_start(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<bool> {
+        match rec.turns.is_empty() {
+            true => self.insert_task(rec, spec),
+            false => self.reopen_task(rec, spec),
+        }
+    }
+
+    /// Save the next turn of a task that ended, over its final record (the caller holds its
+    /// lock), in its pool's line as a new task would be. Whether it is queued.
+    pub fn reopen_task(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<bool> {
+        let what = || format!("cannot save task {}", rec.token);
+        let conn = self.db()?;
+        let tx = super::db::write(&conn).map_err(err(what))?;
+        let queued = match &spec.pool {
+            Some(pool) if pool.spend.is_some() => true,
+            Some(pool) => {
+                super::pools::full(&tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL))?
+            }
+            None => false,
+        };
+        let saved = TaskRecord { queued, ..rec.clone() };
+        let changed = tx
+            .execute(
+                "UPDATE tasks SET record = ?2, spec = ?3, status = ?4, pool = ?5, ended_at_ms = NULL, \
+                 queue_seq = (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks) \
+                 WHERE token = ?1 AND ended_at_ms IS NOT NULL",
+                params![
+                    saved.token.as_str(),
+                    to_json(&saved)?,
+                    to_json(spec)?,
+                    saved.status().as_str(),
+                    spec.pool.as_ref().map(|p| p.name.as_str()),
+                ],
+            )
+            .map_err(err(what))?;
+        if changed == 0 {
+            return Err(Error::Refused(format!("task {} is not ended: it cannot begin another turn", rec.token)));
+        }
+        tx.commit().map_err(err(what))?;
+        Ok(queued)
+    }
+
     /// Save a record that is not final (a crash may lose this write, which loses nothing true:
     /// the task would be `lost` anyway). Final records are written by `finish`, once.
     pub fn write_record(&self, rec: &TaskRecord) -> Result<()> {

@@ -15,6 +15,11 @@ pub(super) struct Follow {
     lines: Lines,
     /// What the earlier runs of the task spent (a rate-limited run's usage still counts).
     before: Option<Usage>,
+    /// What its earlier turns spent (a follow-up's), counted in what is published but not
+    /// against this turn's budget.
+    earlier: Option<Usage>,
+    /// How much of the log is earlier turns': counted, not read.
+    skip: u64,
     prices: Prices,
     /// The model its command asks for (`-m`/`--model`), for a stream that does not say it.
     model: Option<String>,
@@ -28,12 +33,22 @@ impl Follow {
         let kind = spec.agent_kind();
         let lines = Lines::new(crate::agent::kind(kind).reader()?);
         let model = model_in(&spec.argv);
-        Some(Follow { kind, lines, before: None, prices: spec.prices.clone(), model, path })
+        Some(Follow { kind, lines, before: None, earlier: None, skip: 0, prices: spec.prices.clone(), model, path })
+    }
+
+    /// For a task's next turn: its log's first `run_start` bytes are its earlier turns', which
+    /// spent `earlier`.
+    pub fn for_turn(mut self, run_start: u64, earlier: Option<Usage>) -> Follow {
+        (self.skip, self.earlier) = (run_start, earlier);
+        self
     }
 
     /// What the agent wrote next; how many lines it ended.
     pub fn feed(&mut self, bytes: &[u8]) -> u64 {
-        self.lines.feed(bytes)
+        let skipped = bytes.len().min(usize::try_from(self.skip).unwrap_or(usize::MAX));
+        self.skip -= skipped as u64;
+        let (earlier, now) = bytes.split_at(skipped);
+        memchr::memchr_iter(b'\n', earlier).count() as u64 + self.lines.feed(now)
     }
 
     /// Whether the stream said anything new since it was last published.
@@ -52,8 +67,22 @@ impl Follow {
         }
     }
 
-    /// What the stream said so far, over all runs, its cost estimated where the agent gives none.
+    /// What the stream said so far, over all runs and turns, its cost estimated where the agent
+    /// gives none.
     pub fn seen(&self) -> Seen {
+        let mut seen = self.turn_seen();
+        if let Some(earlier) = &self.earlier {
+            let mut total = earlier.clone();
+            total.add(&seen.usage);
+            total.model = seen.usage.model.take().or(total.model);
+            total.session_id = seen.usage.session_id.take().or(total.session_id);
+            seen.usage = total;
+        }
+        seen
+    }
+
+    /// What this turn's stream said, over its runs: what its budget limits.
+    pub fn turn_seen(&self) -> Seen {
         let mut seen = self.lines.seen.clone();
         if seen.usage.model.is_none() && seen.usage.is_known() {
             seen.usage.model = self.model.clone();
@@ -78,7 +107,7 @@ impl Follow {
     /// and what the earlier ones spent is kept.
     pub fn next_run(&mut self) {
         self.lines.finish();
-        self.before = Some(self.seen().usage);
+        self.before = Some(self.turn_seen().usage);
         if let Some(reader) = crate::agent::kind(self.kind).reader() {
             self.lines = Lines::new(reader);
         }

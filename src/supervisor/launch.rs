@@ -34,14 +34,17 @@ pub(super) const LOCK_FD: i32 = 3;
 /// its own connections and runs this binary as `__supervise`. Both end the same: a detached
 /// process in its own session, its lock on descriptor 3, the report pipe on stdout.
 pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) -> Result<Option<Started>> {
+    // A task's next turn keeps what it has (its earlier turns) when this one cannot start.
     let unsaved = |e| {
-        store.discard_task(&rec.role, rec.token);
+        if rec.turns.is_empty() {
+            store.discard_task(&rec.role, rec.token);
+        }
         e
     };
     let report = if single_threaded() {
         launch_in_place(store, rec, spec, lock).map_err(unsaved)?
     } else {
-        store.insert_task(rec, spec).map_err(unsaved)?;
+        store.save_start(rec, spec).map_err(unsaved)?;
         launch_by_exec(store, rec.token, lock)?
     };
     match report {

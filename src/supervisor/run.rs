@@ -226,7 +226,7 @@ impl Supervisor {
             return;
         }
         let crossed = (self.stop.is_none() && !self.spec.budget.is_empty())
-            .then(|| self.spec.budget.crossed(&f.seen().usage))
+            .then(|| self.spec.budget.crossed(&f.turn_seen().usage))
             .flatten();
         if let Some(why) = crossed {
             self.add_note(why);

@@ -13,6 +13,7 @@ mod role;
 mod spec;
 mod template;
 mod token;
+mod turn;
 
 pub use backend::{Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
 pub use budget::{Budget, Spend};
@@ -27,3 +28,4 @@ pub use role::Role;
 pub use spec::{PoolRef, TaskSpec};
 pub use template::{ResultFrom, Template, Vars};
 pub use token::{Token, input_preview, random_u64};
+pub use turn::Turn;

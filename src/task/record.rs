@@ -65,6 +65,10 @@ pub struct TaskRecord {
     /// it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<crate::agent::Usage>,
+    /// Its earlier turns, once it was followed up (`ask --to`): the fields above are its
+    /// current turn's, its usage the whole conversation's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turns: Vec<super::Turn>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -210,6 +214,7 @@ mod tests {
             usage: None,
             spend_held: None,
             frees_at_ms: None,
+            turns: Vec::new(),
         }
     }
 

@@ -53,6 +53,10 @@ pub struct TaskSpec {
     /// The prices its cost is estimated from when its agent reports tokens only.
     #[serde(default, skip_serializing_if = "Prices::is_empty")]
     pub prices: Prices,
+    /// The template's command it was rendered from (an `ask`; none for a `run`): a follow-up
+    /// renders it again with its own question.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<Vec<String>>,
 }
 
 impl TaskSpec {

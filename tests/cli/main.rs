@@ -5,6 +5,7 @@ mod conventions;
 mod conversation;
 mod durations;
 mod events;
+mod followups;
 mod halting;
 mod home;
 mod launching;

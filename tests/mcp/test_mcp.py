@@ -21,10 +21,9 @@ async def test_tools_are_listed_with_schemas_and_annotations(home, mode):
     async with connect(home, mode=mode) as c:
         tools = {t.name: t for t in (await c.list_tools()).tools}
         assert set(tools) == BASE_TOOLS
-        assert tools["ask"].input_schema["required"] == ["question", "role"] or set(
-            tools["ask"].input_schema["required"]
-        ) == {"role", "question"}
-        assert {"async", "wait_secs"} <= set(tools["ask"].input_schema["properties"])
+        # A role for a new task, or `to` for a follow-up: the question alone is required.
+        assert tools["ask"].input_schema["required"] == ["question"]
+        assert {"async", "wait_secs", "role", "to"} <= set(tools["ask"].input_schema["properties"])
         assert set(tools["await"].input_schema["properties"]) >= {"token", "timeout_secs"}
         for name in BASE_TOOLS:
             assert tools[name].output_schema["type"] == "object", name

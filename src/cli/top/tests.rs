@@ -51,6 +51,8 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         usage: None,
         step: None,
         todo: Vec::new(),
+        turn: 1,
+        turns: Vec::new(),
         note: None,
         message: None,
     }

@@ -111,7 +111,7 @@ impl Supervisor {
             .ctx(|| "cannot create a signalfd".into())?;
 
         let (mut rec, spec) = match task {
-            Task::Unsaved(given) => match store.insert_task(&given.0, &given.1) {
+            Task::Unsaved(given) => match store.save_start(&given.0, &given.1) {
                 Ok(queued) => {
                     let (mut rec, spec) = *given;
                     rec.queued = queued;
@@ -180,7 +180,7 @@ impl Supervisor {
         let backend = backend::of(&spec);
         backend.at_start(&mut rec);
         let log_path = store.log_path(&rec.role, rec.token);
-        let follow = Follow::of(&spec, store.seen_path(token));
+        let follow = Follow::of(&spec, store.seen_path(token)).map(|f| f.for_turn(rec.run_start, rec.earlier_usage()));
         let opened =
             LogWatch::open(&log_path, store.lines_path(token), follow).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {

@@ -1,0 +1,127 @@
+//! Follow-ups: `ask --to TOKEN QUESTION` goes on with an ended task's conversation as its next
+//! turn, under the same token: its agent's session resumed with its kind's own flags, in the
+//! same directory (or worktree), with the same template, limits and pool.
+
+use std::io::Write;
+use std::time::Duration;
+
+use super::blocking::blocking;
+use super::lost::refresh;
+use crate::error::{Error, IoContext, Result};
+use crate::store::{Durability, FileLock, Store, write_atomic};
+use crate::supervisor;
+use crate::task::{Backend, Budget, TaskRecord, Template, Token, Vars, one_line_preview};
+
+/// How long a follow-up waits for the supervisor of the turn that just ended to exit.
+const LET_GO: Duration = Duration::from_secs(10);
+
+/// Start the next turn of ended task `token`, asked `question`; its budget is `budget` over the
+/// task's own. Returns its record once its agent runs (or waits for a place). Whatever cannot go
+/// on (a task still running, a `run` task, an agent that never said its session) is refused
+/// before anything changes, saying what works instead.
+pub async fn follow_up(store: &Store, token: Token, question: String, budget: Budget) -> Result<TaskRecord> {
+    if question.trim().is_empty() {
+        return Err(Error::Usage(format!("the follow-up question for task {token} is empty: say what it should do")));
+    }
+    budget.check("the follow-up's budget").map_err(Error::Usage)?;
+    let (mut spec, session) = resumable(store, &refresh(store, token)?)?;
+    let kind = crate::agent::kind(spec.agent_kind());
+    let command = spec.template.clone().unwrap_or_default();
+    let template = Template { command, ..Template::default() };
+    let rec = store.read_record(token)?;
+    let question_file = store.question_path(&rec.role, token);
+    let argv = template.render(&Vars {
+        role: rec.role.as_str(),
+        question: &question,
+        question_file: &question_file.to_string_lossy(),
+        result_file: &store.result_path(&rec.role, token).to_string_lossy(),
+        token: token.as_str(),
+    })?;
+    let argv = kind.resume(argv, &session, false).map_err(|why| {
+        Error::Usage(format!(
+            "task {token} cannot be followed up: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
+        ))
+    })?;
+    spec.argv = argv;
+    spec.budget = budget.or(spec.budget);
+
+    let Some(lock) = blocking(|| FileLock::take_again(&store.lock_path(token), LET_GO))? else {
+        return Err(Error::Refused(format!(
+            "task {token}'s supervisor has not let go of it yet; try the follow-up again in a moment"
+        )));
+    };
+    // Under its lock: another follow-up may have begun a turn meanwhile.
+    let mut rec = store.read_record(token)?;
+    resumable(store, &rec)?;
+    if template.uses_question_file() {
+        write_atomic(&question_file, question.as_bytes(), Durability::Atomic)?;
+    }
+    let answer = std::fs::read_to_string(store.summary_path(&rec.role, token)).unwrap_or_default();
+    let run_start = begin_in_log(store, &rec, &question)?;
+    rec.begin_turn(one_line_preview(&question, 160), &answer, run_start);
+    let started = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
+    rec.queued = started.is_none() && rec.queued;
+    rec.started = started;
+    Ok(rec)
+}
+
+/// What a follow-up of `rec` needs (its spec, and its agent's session id), or why it cannot
+/// have it.
+fn resumable(store: &Store, rec: &TaskRecord) -> Result<(crate::task::TaskSpec, String)> {
+    let token = rec.token;
+    let status = rec.status();
+    if !status.is_final() {
+        return Err(Error::Usage(format!(
+            "task {token} is still {status}: await it (`agentctl await {token}`), or send it a message (`agentctl send {token} TEXT`)"
+        )));
+    }
+    let spec = store.read_spec(token)?;
+    if spec.template.is_none() {
+        return Err(Error::Usage(format!(
+            "task {token} ran a command (`agentctl run`), not a role's agent: it has no conversation to go on with; start a new task"
+        )));
+    }
+    if !matches!(spec.backend, Backend::Local) {
+        return Err(Error::Usage(format!(
+            "task {token} ran as a Slurm job: a follow-up of one is not supported yet; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
+        )));
+    }
+    if !spec.cwd.is_dir() {
+        return Err(Error::Usage(format!(
+            "task {token}'s directory {} is gone, and its agent's conversation lives there; ask a new task",
+            spec.cwd.display()
+        )));
+    }
+    let kind = spec.agent_kind();
+    match rec.usage.as_ref().and_then(|u| u.session_id.clone()) {
+        Some(session) => Ok((spec, session)),
+        None => Err(Error::Usage(format!(
+            "task {token}'s agent ({kind}) never reported a session id, so its conversation cannot be resumed; \
+             ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
+        ))),
+    }
+}
+
+/// Mark the next turn in the task's log (on a line of its own) and say where its output begins.
+fn begin_in_log(store: &Store, rec: &TaskRecord, question: &str) -> Result<u64> {
+    let path = store.log_path(&rec.role, rec.token);
+    let what = || format!("cannot write to {}", path.display());
+    let mut log = std::fs::OpenOptions::new().append(true).open(&path).ctx(what)?;
+    let len = log.metadata().ctx(what)?.len();
+    let ends_a_line = len == 0 || ends_with_newline(&path, len);
+    let mark = format!(
+        "{}──── turn {}: {} ────\n",
+        if ends_a_line { "" } else { "\n" },
+        rec.turn() + 1,
+        one_line_preview(question, 100)
+    );
+    log.write_all(mark.as_bytes()).ctx(what)?;
+    Ok(len + mark.len() as u64)
+}
+
+/// Whether the file's last byte (of `len`) is a newline.
+fn ends_with_newline(path: &std::path::Path, len: u64) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut last = [0u8];
+    std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut last, len - 1)).is_ok_and(|()| last[0] == b'\n')
+}

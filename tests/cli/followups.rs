@@ -1,0 +1,92 @@
+//! Follow-ups: `ask --to TOKEN` goes on with an ended task's conversation as its next turn,
+//! under the same token, its agent's session resumed; what cannot be followed up is refused.
+
+use std::time::Duration;
+
+use crate::common::{Home, fixtures, wait_until};
+
+/// A home whose role `chat` runs the stand-in for Claude Code's stream, answering what it heard.
+fn chat_home() -> Home {
+    let h = Home::new();
+    let claude = fixtures().join("stream/claude");
+    let toml = format!(
+        "[agents.chat]\ncommand = [{claude:?}, \"echo\", \"{{question}}\"]\n\
+         [agents.mute]\nagent = \"claude\"\ncommand = [\"sh\", \"-c\", \"echo nothing said\"]\n\
+         [agents.slow]\ncommand = [{claude:?}, \"steps\", \"{{question}}\"]\n"
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    h
+}
+
+#[test]
+fn a_follow_up_resumes_the_agents_session_as_the_tasks_next_turn() {
+    let h = chat_home();
+    let first = h.run(&["--json", "ask", "chat", "read the repo", "--sync"], 0).json();
+    let token = first["token"].as_str().unwrap().to_owned();
+    assert_eq!(first["summary"], "heard: read the repo", "{first}");
+    let session = first["usage"]["session_id"].as_str().unwrap().to_owned();
+
+    let second = h.run(&["--json", "ask", "--to", &token, "now summarise it", "--sync"], 0).json();
+    assert_eq!(second["token"], token.as_str(), "the same token: {second}");
+    assert_eq!(second["status"], "completed", "{second}");
+    assert_eq!(
+        second["summary"],
+        format!("heard: now summarise it (resumed {session})"),
+        "the agent resumed its session"
+    );
+    let v = h.status(&token);
+    assert_eq!(v["turn"], 2, "{v}");
+    let turns = v["turns"].as_array().unwrap();
+    assert_eq!(turns.len(), 1, "the earlier turns: {v}");
+    assert_eq!(
+        (turns[0]["question"].as_str(), turns[0]["answer"].as_str()),
+        (Some("read the repo"), Some("heard: read the repo"))
+    );
+    assert_eq!(turns[0]["usage"]["cost_usd"].as_f64(), Some(0.01), "{v}");
+    // The task's usage is the conversation's: each turn added once.
+    let u = &v["usage"];
+    assert_eq!(
+        (u["input_tokens"].as_u64(), u["turns"].as_u64(), u["cost_usd"].as_f64()),
+        (Some(200), Some(2), Some(0.02)),
+        "{u}"
+    );
+    // Its log keeps both turns, with a visible mark between them.
+    let log = h.run(&["logs", &token], 0).stdout;
+    let mark = log.find("──── turn 2: now summarise it ────").unwrap_or_else(|| panic!("no mark in {log}"));
+    assert!(log[..mark].contains("heard: read the repo") && log[mark..].contains("resumed"), "{log}");
+    // A third turn works the same way; `usage` counts the task once, with every turn.
+    let third = h.run(&["--json", "ask", "--to", &token, "and the tests?", "--sync"], 0).json();
+    assert_eq!((third["turn"].as_u64(), third["usage"]["cost_usd"].as_f64()), (Some(3), Some(0.03)), "{third}");
+}
+
+#[test]
+fn what_cannot_be_followed_up_is_refused_saying_what_to_do_and_nothing_starts() {
+    let h = chat_home();
+    let gate = h.path().join("gate");
+    let running = h.run(&["--json", "ask", "slow", gate.to_str().unwrap(), "--async"], 0).json();
+    let running = running["token"].as_str().unwrap().to_owned();
+    wait_until(Duration::from_secs(30), "the slow task to run", || h.status(&running)["status"] == "running");
+    let refused = h.run(&["ask", "--to", &running, "more"], 2).stderr;
+    assert!(refused.contains("still running") && refused.contains(&format!("agentctl await {running}")), "{refused}");
+    std::fs::write(&gate, "").unwrap();
+    h.run(&["await", &running], 0);
+
+    let command = h.run(&["run", "-q", "--sync", "--", "true"], 0).stdout.trim().to_owned();
+    let refused = h.run(&["ask", "--to", &command, "more"], 2).stderr;
+    assert!(refused.contains("ran a command"), "{refused}");
+
+    let mute = h.run(&["--json", "ask", "mute", "anything", "--sync"], 0).json();
+    let mute = mute["token"].as_str().unwrap().to_owned();
+    let refused = h.run(&["ask", "--to", &mute, "more"], 2).stderr;
+    assert!(refused.contains("never reported a session id") && refused.contains("agentctl await"), "{refused}");
+
+    let refused = h.run(&["ask", "--to", "abc123", "more"], 2).stderr;
+    assert!(refused.contains("abc123"), "{refused}");
+    let refused = h.run(&["ask", "--to", &mute, "more", "extra"], 2).stderr;
+    assert!(refused.contains("takes the question alone"), "{refused}");
+    // Nothing was started by any of them: each task is as it ended.
+    for token in [&running, &command, &mute] {
+        let v = h.status(token);
+        assert!(v.get("turns").is_none() && v["status"] == "completed", "{v}");
+    }
+}

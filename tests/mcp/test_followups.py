@@ -1,0 +1,33 @@
+"""Follow-ups over MCP: `ask` with `to` goes on with an ended task's conversation as its next
+turn, across a restart of the server; a pruned token is refused naming `list`."""
+
+import pytest
+from conftest import ROOT, cli, connect
+
+pytestmark = pytest.mark.anyio
+
+CLAUDE = str(ROOT / "fixtures" / "stream" / "claude")
+
+
+async def test_a_follow_up_goes_on_after_the_server_restarted(home):
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.toml").write_text(f'[agents.chat]\ncommand = ["{CLAUDE}", "echo", "{{question}}"]\n')
+    async with connect(home) as c:
+        r = await c.call_tool("ask", {"role": "chat", "question": "read the repo", "wait_secs": 30})
+        first = r.structured_content
+        assert first["status"] == "completed" and first["summary"] == "heard: read the repo", first
+        token = first["token"]
+    # Another server, as after a restart: the task and its agent's session are in the home.
+    async with connect(home) as c:
+        r = await c.call_tool("ask", {"to": token, "question": "now summarise it", "wait_secs": 30})
+        s = r.structured_content
+        assert not r.is_error and s["token"] == token and s["status"] == "completed", s
+        assert s["summary"].startswith("heard: now summarise it (resumed "), s
+        assert cli(home, "status", token)["turn"] == 2
+        both = await c.call_tool("ask", {"to": token, "role": "chat", "question": "again"})
+        assert both.is_error and "not both" in both.content[0].text, both.content[0].text
+    cli(home, "prune", "--keep", "0")
+    async with connect(home) as c:
+        gone = await c.call_tool("ask", {"to": token, "question": "still there?"})
+        text = gone.content[0].text
+        assert gone.is_error and token in text and "`list`" in text, text
