@@ -57,10 +57,8 @@ impl Agent for Claude {
 
     /// `--resume SESSION` (and `--fork-session`) after the program: Claude Code finds the
     /// session among those of the directory it runs in.
-    fn resume(&self, mut argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
-        let flags = ["--resume", session].into_iter().chain(fork.then_some("--fork-session"));
-        argv.splice(1..1, flags.map(str::to_owned));
-        Ok(argv)
+    fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
+        Ok(super::after_program(argv, ["--resume", session].into_iter().chain(fork.then_some("--fork-session"))))
     }
 }
 

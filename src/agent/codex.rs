@@ -43,6 +43,25 @@ impl Agent for Codex {
     fn reader(&self) -> Option<Box<dyn Reader>> {
         Some(Box::new(CodexStream))
     }
+
+    /// `resume S` before the prompt (before `--` if the command has one: `exec`'s own options,
+    /// `--sandbox` among them, stay before it). A fork (`exec fork`) is not made: its stream
+    /// counts the original thread's spend as its own.
+    fn resume(&self, mut argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
+        if fork {
+            return Err("agentctl does not fork Codex threads yet".into());
+        }
+        let at = match argv.iter().position(|a| a == "--") {
+            Some(dashes) => dashes,
+            None => argv.len().saturating_sub(1).max(1.min(argv.len())),
+        };
+        argv.splice(at..at, ["resume".to_owned(), session.to_owned()]);
+        Ok(argv)
+    }
+
+    fn resumed_usage_is_total(&self) -> bool {
+        true
+    }
 }
 
 /// The usage of one resumed run: its thread's total (`total`, as the stream reports it) less

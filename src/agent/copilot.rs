@@ -36,6 +36,14 @@ impl Agent for Copilot {
     fn reader(&self) -> Option<Box<dyn Reader>> {
         Some(Box::new(CopilotStream))
     }
+
+    /// `--resume=S` after the program. No fork.
+    fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
+        if fork {
+            return Err("Copilot CLI cannot fork a session".into());
+        }
+        Ok(super::after_program(argv, [format!("--resume={session}").as_str()]))
+    }
 }
 
 /// The events read whole; the others (tool output, deltas, background tasks: most of the

@@ -38,6 +38,14 @@ impl Agent for Gemini {
     fn reader(&self) -> Option<Box<dyn Reader>> {
         Some(Box::<GeminiStream>::default())
     }
+
+    /// `--resume S` after the program (it must run in the session's directory). No fork.
+    fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
+        if fork {
+            return Err("Gemini CLI cannot fork a session".into());
+        }
+        Ok(super::after_program(argv, ["--resume", session]))
+    }
 }
 
 /// The assistant's deltas after the last tool result in `tail`, joined; none if there are none.

@@ -61,4 +61,17 @@ pub trait Agent {
     fn resume(&self, _argv: Vec<String>, _session: &str, _fork: bool) -> Result<Vec<String>, String> {
         Err(format!("agentctl does not know how {} goes on with a conversation", self.name()))
     }
+
+    /// Whether a resumed run's stream reports its conversation's total so far (Codex's thread
+    /// totals) rather than the run's own.
+    fn resumed_usage_is_total(&self) -> bool {
+        false
+    }
+}
+
+/// `argv` with `flags` put right after its program.
+fn after_program<'a>(mut argv: Vec<String>, flags: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let at = argv.len().min(1);
+    argv.splice(at..at, flags.into_iter().map(str::to_owned));
+    argv
 }

@@ -36,6 +36,14 @@ impl Agent for Opencode {
     fn reader(&self) -> Option<Box<dyn Reader>> {
         Some(Box::new(OpencodeStream))
     }
+
+    /// `--session S` (and `--fork`) after `run` (it must run in the session's directory).
+    fn resume(&self, mut argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
+        let at = argv.iter().position(|a| a == "run").map_or(argv.len().min(1), |run| run + 1);
+        let flags = ["--session", session].into_iter().chain(fork.then_some("--fork"));
+        argv.splice(at..at, flags.map(str::to_owned));
+        Ok(argv)
+    }
 }
 
 /// OpenCode's stream: everything it says is in the event at hand.

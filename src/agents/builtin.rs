@@ -149,4 +149,23 @@ mod tests {
             assert_eq!(t.result_from(), want, "{kind}");
         }
     }
+
+    #[test]
+    fn each_kind_resumes_its_session_with_its_own_flags_and_forks_where_it_can() {
+        let resumed = |role: &str, fork: bool| {
+            let kind = crate::agent::kind(for_role(role).unwrap().agent_kind());
+            kind.resume(argv(role, "more"), "S", fork).map(|a| a.join(" "))
+        };
+        let ok = |role, fork| resumed(role, fork).unwrap();
+        assert!(ok("claude", false).starts_with("claude --resume S -p "), "{}", ok("claude", false));
+        assert!(ok("claude", true).starts_with("claude --resume S --fork-session -p "));
+        // `--sandbox` and the other exec options stay before `resume`; the prompt after it.
+        assert!(ok("codex", false).ends_with("--output-last-message /r resume S -- more"), "{}", ok("codex", false));
+        assert!(ok("gemini", false).starts_with("gemini --resume S --prompt=more"));
+        assert!(ok("copilot", false).starts_with("copilot --resume=S --prompt=more"));
+        assert_eq!(ok("opencode", true), "opencode run --session S --fork --format json more");
+        for (role, fork) in [("codex", true), ("gemini", true), ("copilot", true), ("kiro", false)] {
+            assert!(resumed(role, fork).is_err(), "{role} {fork}");
+        }
+    }
 }

@@ -54,7 +54,7 @@ pub struct LaunchArgs {
 
 #[derive(Debug, Args)]
 #[command(
-    override_usage = "agentctl ask [OPTIONS] <ROLE> <QUESTION>\n       agentctl ask [OPTIONS] --to <TOKEN> <QUESTION>"
+    override_usage = "agentctl ask [OPTIONS] <ROLE> <QUESTION>\n       agentctl ask [OPTIONS] --to|--fork <TOKEN> <QUESTION>"
 )]
 pub struct AskArgs {
     /// The role to ask (its template comes from agents.toml, or the built-in kiro-cli default);
@@ -62,11 +62,14 @@ pub struct AskArgs {
     #[arg(value_name = "ROLE")]
     pub role: String,
     /// The question; `-` reads it from stdin
-    #[arg(required_unless_present = "to")]
+    #[arg(required_unless_present_any = ["to", "fork"])]
     pub question: Option<String>,
     /// Go on with ended task TOKEN's conversation: its agent's session resumed, as its next turn
     #[arg(long, value_name = "TOKEN", conflicts_with_all = ["cwd", "worktree", "base", "pool", "session", "timeout"])]
     pub to: Option<String>,
+    /// Start a new task from a copy of ended task TOKEN's conversation (the original goes on unchanged)
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["to", "cwd", "worktree", "base", "session"])]
+    pub fork: Option<String>,
     #[command(flatten)]
     pub wait: WaitArgs,
     #[command(flatten)]

@@ -12,19 +12,21 @@ use crate::ops::{self, Launch, Wait, What};
 use crate::store::Store;
 use crate::task::{Budget, Role, TaskRecord, Token, parse_duration};
 
-/// `agentctl ask`: a role's question, or with `--to` the next turn of an ended task.
+/// `agentctl ask`: a role's question; with `--to` the next turn of an ended task, with `--fork`
+/// a new task from a copy of its conversation.
 pub async fn ask(
     a: AskArgs,
     home: &std::path::Path,
     agents: Option<std::path::PathBuf>,
     out: &Out,
 ) -> Result<ExitCode> {
-    // With --to, the one argument is the question; else the role, then the question.
-    let (role, question) = match (&a.to, a.question) {
+    // With --to or --fork, the one argument is the question; else the role, then the question.
+    let from = a.to.as_ref().map(|t| ("--to", t)).or(a.fork.as_ref().map(|t| ("--fork", t)));
+    let (role, question) = match (from, a.question) {
         (Some(_), None) => (None, a.role),
-        (Some(to), Some(_)) => {
+        (Some((flag, token)), Some(_)) => {
             return Err(Error::Usage(format!(
-                "a follow-up (--to {to}) takes the question alone: its role is the task's; give QUESTION only"
+                "{flag} {token} takes the question alone: its role is the task's; give QUESTION only"
             )));
         }
         (None, Some(q)) => (Some(a.role), q),
@@ -45,14 +47,19 @@ pub async fn ask(
     let what = What::Ask { question, agents_file: agents };
     let req = launch_request(role.as_deref().unwrap_or("run"), what, &a.wait, &a.launch, out)?;
     let store = Store::at(home)?;
-    match &a.to {
-        Some(to) => {
+    match (&a.to, &a.fork) {
+        (Some(to), _) => {
             let token = Token::parse(to)?;
             let What::Ask { question, .. } = req.what else { unreachable!("an ask") };
             let rec = ops::follow_up(&Store::existing(home)?, token, question, req.budget).await?;
             shown(out, &store, rec, req.wait, a.wait.quiet).await
         }
-        None => started(out, &store, req, a.wait.quiet).await,
+        (None, Some(from)) => {
+            let wait = req.wait;
+            let rec = ops::fork(&Store::existing(home)?, Token::parse(from)?, req).await?;
+            shown(out, &store, rec, wait, a.wait.quiet).await
+        }
+        (None, None) => started(out, &store, req, a.wait.quiet).await,
     }
 }
 
@@ -83,6 +90,7 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
         worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
         pool: l.pool.clone(),
         budget: Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns },
+        fork: None,
     })
 }
 

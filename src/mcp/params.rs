@@ -276,6 +276,7 @@ impl LaunchOptions {
             worktree: None,
             pool: None,
             budget: self.budget.unwrap_or_default(),
+            fork: None,
         };
         Ok(LaunchRequest { launch, capped, to: None })
     }

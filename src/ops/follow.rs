@@ -1,11 +1,13 @@
 //! Follow-ups: `ask --to TOKEN QUESTION` goes on with an ended task's conversation as its next
 //! turn, under the same token: its agent's session resumed with its kind's own flags, in the
-//! same directory (or worktree), with the same template, limits and pool.
+//! same directory (or worktree), with the same template, limits and pool. `ask --fork TOKEN`
+//! starts a new task from a copy of that conversation.
 
 use std::io::Write;
 use std::time::Duration;
 
 use super::blocking::blocking;
+use super::launch::{Fork, Launch, launch};
 use super::lost::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Durability, FileLock, Store, write_atomic};
@@ -63,6 +65,27 @@ pub async fn follow_up(store: &Store, token: Token, question: String, budget: Bu
     rec.queued = started.is_none() && rec.queued;
     rec.started = started;
     Ok(rec)
+}
+
+/// Start a new task asked `req`'s question from a copy of ended task `from`'s conversation
+/// (`ask --fork`): the same role and template, in its directory; `from` goes on unchanged.
+pub async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord> {
+    let rec = refresh(store, from)?;
+    let (spec, session) = resumable(store, &rec)?;
+    if spec.worktree.is_some() {
+        return Err(Error::Usage(format!(
+            "task {from} ran in a worktree of its own: forking one is not supported yet; follow it up (`ask --to {from}`) or ask a new task"
+        )));
+    }
+    let kind = spec.agent_kind();
+    crate::agent::kind(kind).resume(vec![String::new()], &session, true).map_err(|why| {
+        Error::Usage(format!("task {from} cannot be forked: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {from}`)"))
+    })?;
+    req.role = rec.role.clone();
+    req.cwd = Some(spec.cwd.clone());
+    let command = spec.template.clone().unwrap_or_default();
+    req.fork = Some(Fork { session, command, kind });
+    launch(store, req).await
 }
 
 /// What a follow-up of `rec` needs (its spec, and its agent's session id), or why it cannot

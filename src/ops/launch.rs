@@ -62,6 +62,17 @@ pub struct Launch {
     pub pool: Option<String>,
     /// The most it may spend (`--budget-usd`…), over its template's.
     pub budget: Budget,
+    /// A fork (`ask --fork`): the conversation it starts as a copy of.
+    pub fork: Option<Fork>,
+}
+
+/// The conversation a forked task starts from: its agent's session id, and the template command
+/// of the task that had it.
+#[derive(Clone, Debug)]
+pub struct Fork {
+    pub session: String,
+    pub command: Vec<String>,
+    pub kind: crate::agent::AgentKind,
 }
 
 /// Start a task and return its record once its agent runs. Bad input and commands that cannot
@@ -81,7 +92,10 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
                     req.role
                 )));
             }
-            let r = agents.template_for(&req.role)?;
+            let mut r = agents.template_for(&req.role)?;
+            if let Some(fork) = &req.fork {
+                (r.template.command, r.template.agent) = (fork.command.clone(), Some(fork.kind));
+            }
             let hint = format!(
                 "install it, or give role `{role}` a template in {}:\n  [agents.{role}]\n  command = [\"claude\", \"-p\", \"{{question}}\"]",
                 agents.config_hint(store.home()).display(),
@@ -168,6 +182,10 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             result_file: &store.result_path(&req.role, token).to_string_lossy(),
             token: token.as_str(),
         })?;
+        let argv = match &req.fork {
+            Some(fork) => crate::agent::kind(fork.kind).resume(argv, &fork.session, true).map_err(Error::Usage)?,
+            None => argv,
+        };
         let mut env = template.env.clone();
         env.insert("AGENTCTL_TOKEN".into(), token.to_string());
         env.insert("AGENTCTL_SESSION".into(), session.clone());

@@ -84,6 +84,11 @@ impl Follow {
     /// What this turn's stream said, over its runs: what its budget limits.
     pub fn turn_seen(&self) -> Seen {
         let mut seen = self.lines.seen.clone();
+        // A resumed Codex thread reports its running total: this turn's is what it adds.
+        if let Some(earlier) = self.earlier.as_ref().filter(|_| crate::agent::kind(self.kind).resumed_usage_is_total())
+        {
+            seen.usage = crate::agent::resumed_run_usage(&seen.usage, earlier);
+        }
         if seen.usage.model.is_none() && seen.usage.is_known() {
             seen.usage.model = self.model.clone();
         }

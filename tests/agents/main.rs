@@ -15,6 +15,7 @@ mod budgets;
 mod builtin;
 mod clis;
 mod fake_api;
+mod followups;
 mod smoke;
 mod steps;
 mod task;

@@ -90,3 +90,28 @@ fn what_cannot_be_followed_up_is_refused_saying_what_to_do_and_nothing_starts() 
         assert!(v.get("turns").is_none() && v["status"] == "completed", "{v}");
     }
 }
+
+#[test]
+fn a_fork_is_a_new_task_from_a_copy_of_the_conversation_and_leaves_the_original_as_it_was() {
+    let h = chat_home();
+    let first = h.run(&["--json", "ask", "chat", "read the repo", "--sync"], 0).json();
+    let token = first["token"].as_str().unwrap().to_owned();
+    let session = first["usage"]["session_id"].as_str().unwrap().to_owned();
+    let mut forks = Vec::new();
+    for approach in ["try the first approach", "try the other approach"] {
+        let v = h.run(&["--json", "ask", "--fork", &token, approach, "--sync"], 0).json();
+        assert_eq!(v["summary"], format!("heard: {approach} (resumed {session})"), "from the original's session: {v}");
+        assert_eq!((v["role"].as_str(), v.get("turn")), (Some("chat"), None), "a task of its own: {v}");
+        assert_ne!(v["usage"]["session_id"], session.as_str(), "a conversation of its own: {v}");
+        forks.push(v["token"].as_str().unwrap().to_owned());
+    }
+    assert!(forks[0] != forks[1] && !forks.contains(&token), "{forks:?}");
+    let original = h.status(&token);
+    assert!(original.get("turns").is_none(), "{original}");
+    assert_eq!(
+        (original["summary"].as_str(), original["usage"]["cost_usd"].as_f64()),
+        (Some("heard: read the repo"), Some(0.01))
+    );
+    let refused = h.run(&["ask", "--fork", &token, "--to", &token, "x"], 2).stderr;
+    assert!(refused.contains("cannot be used with"), "{refused}");
+}
