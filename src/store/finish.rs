@@ -55,9 +55,12 @@ impl Store {
             return Ok(());
         }
         let t = rec.token;
-        // What its supervisor last published of its usage, when it did not say it (it died).
-        if rec.usage.is_none() {
-            rec.usage = self.usage_so_far(t);
+        // What its supervisor last published of its usage, when it did not say it (it died): a
+        // later turn's record holds the earlier turns' usage, which that includes.
+        if (rec.usage.is_none() || log.is_none())
+            && let Some(so_far) = self.usage_so_far(t)
+        {
+            rec.usage = Some(so_far);
         }
         // The rate-limited runs first, whoever records the end (the lost path too).
         let mut notes: Vec<String> = rec.rate_limited.iter().cloned().chain(note).collect();

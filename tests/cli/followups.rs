@@ -115,3 +115,21 @@ fn a_fork_is_a_new_task_from_a_copy_of_the_conversation_and_leaves_the_original_
     let refused = h.run(&["ask", "--fork", &token, "--to", &token, "x"], 2).stderr;
     assert!(refused.contains("cannot be used with"), "{refused}");
 }
+
+#[test]
+fn a_task_lost_with_its_supervisor_is_followed_up_like_any_other() {
+    let h = chat_home();
+    let gate = h.path().join("gate");
+    let v = h.run(&["--json", "ask", "slow", gate.to_str().unwrap(), "--async"], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    // Its session is known once its stream said it; then its supervisor dies.
+    wait_until(Duration::from_secs(30), "the session to show", || h.status(&token)["usage"]["session_id"].is_string());
+    h.kill_supervisor(&token);
+    let lost = h.run(&["--json", "await", &token], 1).json();
+    assert_eq!(lost["status"], "lost", "{lost}");
+    // The role's question is the file its agent waits for: there now.
+    std::fs::write(&gate, "").unwrap();
+    let v = h.run(&["--json", "ask", "--to", &token, gate.to_str().unwrap(), "--sync"], 0).json();
+    assert_eq!((v["status"].as_str(), v["turn"].as_u64()), (Some("completed"), Some(2)), "{v}");
+    assert_eq!(v["turns"][0]["status"], "lost", "{v}");
+}
