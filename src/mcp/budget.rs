@@ -249,13 +249,19 @@ pub fn next_step(v: &TaskView, max_wait: &str) -> Option<String> {
             q.id
         ));
     }
+    // An agent that said its session can go on with its conversation.
+    let go_on = v.usage.as_ref().is_some_and(|u| u.session_id.is_some());
     Some(match v.status {
+        Status::Completed if go_on => {
+            format!("to go on with its conversation, call `ask` with to: {t} and your next question")
+        }
         Status::Completed => return None,
         s if !s.is_final() => format!(
             "call `await` with token {t} (waits up to {max_wait} a call; again while it runs), or `wait_for_event` \
              for whichever task of session {} ends first; `halt` stops it",
             v.session
         ),
+        _ if go_on => format!("call `logs` with token {t} to read its output; `ask` with to: {t} to go on from there"),
         _ => format!("call `logs` with token {t} to read its output; `ask` again to retry"),
     })
 }

@@ -17,6 +17,8 @@ async def test_a_follow_up_goes_on_after_the_server_restarted(home):
         first = r.structured_content
         assert first["status"] == "completed" and first["summary"] == "heard: read the repo", first
         token = first["token"]
+        # An ended agent's result names the call that goes on with its conversation.
+        assert f"`ask` with to: {token}" in r.content[0].text, r.content[0].text
     # Another server, as after a restart: the task and its agent's session are in the home.
     async with connect(home) as c:
         r = await c.call_tool("ask", {"to": token, "question": "now summarise it", "wait_secs": 30})
