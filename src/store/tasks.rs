@@ -14,6 +14,16 @@ use super::{FileLock, Store};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Role, TaskRecord, TaskSpec, Token};
 
+/// Whether a task about to start waits for a place: its pool is full, or has a spend limit (its
+/// supervisor looks at what the pool spent first).
+fn must_queue(tx: &rusqlite::Connection, spec: &TaskSpec) -> Result<bool> {
+    match &spec.pool {
+        Some(pool) if pool.spend.is_some() => Ok(true),
+        Some(pool) => super::pools::full(tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL)),
+        None => Ok(false),
+    }
+}
+
 impl Store {
     /// Create a task with a fresh unique token and take its lock. Nothing is left behind if
     /// that fails (a full disk, say).
@@ -47,14 +57,7 @@ impl Store {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         let tx = super::db::write(&conn).map_err(err(what))?;
-        let queued = match &spec.pool {
-            // A pool with a spend limit: its supervisor looks at what the pool spent first.
-            Some(pool) if pool.spend.is_some() => true,
-            Some(pool) => {
-                super::pools::full(&tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL))?
-            }
-            None => false,
-        };
+        let queued = must_queue(&tx, spec)?;
         let saved = TaskRecord { queued, ..rec.clone() };
         tx.execute(
             "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
@@ -89,13 +92,7 @@ impl Store {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         let tx = super::db::write(&conn).map_err(err(what))?;
-        let queued = match &spec.pool {
-            Some(pool) if pool.spend.is_some() => true,
-            Some(pool) => {
-                super::pools::full(&tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL))?
-            }
-            None => false,
-        };
+        let queued = must_queue(&tx, spec)?;
         let saved = TaskRecord { queued, ..rec.clone() };
         let changed = tx
             .execute(

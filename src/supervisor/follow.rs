@@ -72,11 +72,7 @@ impl Follow {
     pub fn seen(&self) -> Seen {
         let mut seen = self.turn_seen();
         if let Some(earlier) = &self.earlier {
-            let mut total = earlier.clone();
-            total.add(&seen.usage);
-            total.model = seen.usage.model.take().or(total.model);
-            total.session_id = seen.usage.session_id.take().or(total.session_id);
-            seen.usage = total;
+            seen.usage = after(earlier, std::mem::take(&mut seen.usage));
         }
         seen
     }
@@ -94,11 +90,7 @@ impl Follow {
         }
         seen.usage.estimate(&self.prices);
         if let Some(before) = &self.before {
-            let mut total = before.clone();
-            total.add(&seen.usage);
-            total.model = seen.usage.model.take().or(total.model);
-            total.session_id = seen.usage.session_id.take().or(total.session_id);
-            seen.usage = total;
+            seen.usage = after(before, std::mem::take(&mut seen.usage));
         }
         seen
     }
@@ -117,6 +109,15 @@ impl Follow {
             self.lines = Lines::new(reader);
         }
     }
+}
+
+/// `earlier` and `later` spent together, named as `later` names its model and session.
+fn after(earlier: &Usage, mut later: Usage) -> Usage {
+    let mut total = earlier.clone();
+    total.add(&later);
+    total.model = later.model.take().or(total.model);
+    total.session_id = later.session_id.take().or(total.session_id);
+    total
 }
 
 /// The model a command asks for: the value of its `-m`/`--model` option.
