@@ -60,6 +60,8 @@ pub struct AskParams {
     /// An ended task to follow up, instead of a role.
     #[serde(default, deserialize_with = "some_token_text")]
     pub to: Option<String>,
+    #[serde(default)]
+    pub fork: bool,
     #[serde(flatten)]
     pub options: LaunchOptions,
 }
@@ -251,8 +253,10 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
 pub struct LaunchRequest {
     pub launch: Launch,
     pub capped: CappedWait,
-    /// A follow-up of this ended task (`ask` with `to`), not a new task.
+    /// A follow-up of this ended task (`ask` with `to`), not a new task; with `fork`, a new task
+    /// from a copy of its conversation.
     pub to: Option<Token>,
+    pub fork: bool,
 }
 
 impl LaunchOptions {
@@ -278,7 +282,7 @@ impl LaunchOptions {
             budget: self.budget.unwrap_or_default(),
             fork: None,
         };
-        Ok(LaunchRequest { launch, capped, to: None })
+        Ok(LaunchRequest { launch, capped, to: None, fork: false })
     }
 }
 
@@ -309,8 +313,11 @@ impl AskParams {
             )));
         }
         let what = What::Ask { question: self.question, agents_file };
+        if self.fork && to.is_none() {
+            return Err(Error::Usage("`fork` copies the conversation of the task `to` names: give `to` too".into()));
+        }
         let mut req = self.options.into_launch(&role, what, max)?;
-        req.to = to;
+        (req.to, req.fork) = (to, self.fork);
         Ok(req)
     }
 }

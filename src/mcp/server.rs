@@ -36,14 +36,14 @@ use crate::task::Token;
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 /// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
-const INSTRUCTIONS: &str = "agentctl runs sub-agents (kiro-cli, claude -p, codex exec…) as background tasks \
-that outlive this server. `ask` (role, question) answers in the call if the task ends within {hybrid_wait}, else \
-returns its token (an MCP task if your client takes them: the answer comes by itself); for slow work pass \
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (claude -p, codex exec, kiro-cli…) as tasks that outlive \
+this server. `ask` (role, question) answers in the call if the task ends within {hybrid_wait}, else \
+returns its token (an MCP task if your client takes them); for slow work pass \
 async: true and start every task first. Collect with `wait_for_event` (each \
 task_finished carries an answer: N tasks, N calls) or `await` with tokens: [...] (returns when any ends). A task \
 may ask you a question (in await or wait_for_event): it waits until you `reply`. `send` messages a running task. \
 No call blocks over {max_wait}: on `timeout` or `running`, call again. `ask` with `to` (a token) goes on with an \
-ended task's conversation. `halt` stops, `list` lists, `logs` reads. Failed calls name the next tool.";
+ended task's conversation (`fork`: in a new task, from a copy). `halt` stops; `list`, `logs` read. Failed calls name the next tool.";
 
 /// How the server was started (`agentctl mcp` and the global flags).
 #[derive(Clone, Debug)]

@@ -55,13 +55,14 @@ impl AgentctlServer {
     /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
-        let LaunchRequest { mut launch, capped, to } = req?;
+        let LaunchRequest { mut launch, capped, to, fork } = req?;
         launch.session.get_or_insert_with(|| self.conn.session.clone());
         // A follow-up's turn is answered by its token, not handed out as an MCP task: one handed
         // out for an earlier turn stands for that turn.
-        let offered = native::offered(&ctx) && to.is_none();
+        let offered = native::offered(&ctx) && (to.is_none() || fork);
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
         let rec = match (to, launch.what) {
+            (Some(from), what) if fork => ops::fork(&self.store, from, ops::Launch { what, ..launch }).await?,
             (Some(token), ops::What::Ask { question, .. }) => {
                 ops::follow_up(&self.store, token, question, launch.budget).await?
             }

@@ -55,8 +55,10 @@ pub async fn follow_up(store: &Store, token: Token, question: String, budget: Bu
     // Under its lock: another follow-up may have begun a turn meanwhile.
     let mut rec = store.read_record(token)?;
     resumable(store, &rec)?;
-    // What a supervisor that died left (its socket) is in the new one's way.
+    // What a supervisor that died left (its socket) is in the new one's way; the last turn's
+    // answer file is not this one's.
     let _ = std::fs::remove_file(store.socket_path(token));
+    let _ = std::fs::remove_file(store.result_path(&rec.role, token));
     if template.uses_question_file() {
         write_atomic(&question_file, question.as_bytes(), Durability::Atomic)?;
     }

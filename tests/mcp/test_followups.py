@@ -28,6 +28,13 @@ async def test_a_follow_up_goes_on_after_the_server_restarted(home):
         assert cli(home, "status", token)["turn"] == 2
         both = await c.call_tool("ask", {"to": token, "role": "chat", "question": "again"})
         assert both.is_error and "not both" in both.content[0].text, both.content[0].text
+        # A fork: a new task from a copy of the conversation; the original stays at turn 2.
+        f = await c.call_tool("ask", {"to": token, "fork": True, "question": "the other way", "wait_secs": 30})
+        forked = f.structured_content
+        assert forked["token"] != token and forked["summary"].startswith("heard: the other way (resumed "), forked
+        assert cli(home, "status", token)["turn"] == 2
+        alone = await c.call_tool("ask", {"role": "chat", "fork": True, "question": "x"})
+        assert alone.is_error and "give `to` too" in alone.content[0].text, alone.content[0].text
     cli(home, "prune", "--keep", "0")
     async with connect(home) as c:
         gone = await c.call_tool("ask", {"to": token, "question": "still there?"})
