@@ -349,6 +349,8 @@ fn a_scancel_from_outside_ends_the_task_cancelled_saying_so() {
     // epilog runs).
     let token = start(&h, "trap0", "x");
     let job = running_job(&h, &token);
+    // Its trap is set once it said `started` (a job Slurm runs may not have run that far yet).
+    wait_until(Duration::from_secs(30), "the agent to start", || h.status(&token)["line_count"].as_u64() >= Some(1));
     assert!(Command::new("scancel").arg(job.to_string()).status().unwrap().success());
     let v = h.run(&["--json", "await", &token], 1).json();
     assert_eq!((&v["status"], &v["exit_code"]), (&"cancelled".into(), &0.into()), "{v}");
