@@ -8,7 +8,7 @@ use super::dispatch::{duration_or, read_stdin};
 use super::progress::{self, Watched};
 use super::render::{self, Out};
 use crate::error::{Error, Result};
-use crate::ops::{self, Launch, Wait, What};
+use crate::ops::{self, GoOn, Launch, Wait, What};
 use crate::store::Store;
 use crate::task::{Budget, Role, TaskRecord, Token, parse_duration};
 
@@ -45,22 +45,15 @@ pub async fn ask(
         ));
     }
     let what = What::Ask { question, agents_file: agents };
-    let req = launch_request(role.as_deref().unwrap_or("run"), what, &a.wait, &a.launch, out)?;
-    let store = Store::at(home)?;
-    match (&a.to, &a.fork) {
-        (Some(to), _) => {
-            let token = Token::parse(to)?;
-            let What::Ask { question, .. } = req.what else { unreachable!("an ask") };
-            let rec = ops::follow_up(&Store::existing(home)?, token, question, req.budget).await?;
-            shown(out, &store, rec, req.wait, a.wait.quiet).await
-        }
-        (None, Some(from)) => {
-            let wait = req.wait;
-            let rec = ops::fork(&Store::existing(home)?, Token::parse(from)?, req).await?;
-            shown(out, &store, rec, wait, a.wait.quiet).await
-        }
-        (None, None) => started(out, &store, req, a.wait.quiet).await,
-    }
+    let mut req = launch_request(role.as_deref().unwrap_or("run"), what, &a.wait, &a.launch, out)?;
+    req.from = match (&a.to, &a.fork) {
+        (Some(to), _) => Some(GoOn::Turn(Token::parse(to)?)),
+        (None, Some(from)) => Some(GoOn::Fork(Token::parse(from)?)),
+        (None, None) => None,
+    };
+    // A follow-up or fork needs the home its task is in.
+    let store = if req.from.is_some() { Store::existing(home)? } else { Store::at(home)? };
+    started(out, &store, req, a.wait.quiet).await
 }
 
 /// The launch request `ask` or `run` stands for, checked.
@@ -90,7 +83,7 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
         worktree: (l.worktree || l.base.is_some()).then(|| l.base.clone()),
         pool: l.pool.clone(),
         budget: Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns },
-        fork: None,
+        from: None,
     })
 }
 
@@ -99,7 +92,7 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
 /// printed.
 pub(super) async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<ExitCode> {
     let wait = req.wait;
-    let rec = ops::launch(store, req).await?;
+    let rec = ops::start(store, req).await?;
     shown(out, store, rec, wait, quiet).await
 }
 

@@ -9,7 +9,7 @@ use serde::de::{self, Deserializer, Visitor};
 
 use super::limits::{CappedWait, MaxWait};
 use crate::error::{Error, Result};
-use crate::ops::{Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
+use crate::ops::{GoOn, Launch, ListFilter, MAX_PAGE_LINES, PageRequest, Wait, What, Window};
 use crate::task::{Budget, EventKind, Role, Status, Token, duration_from_secs};
 
 /// The most tokens one `await` takes: each brings its answer or progress line.
@@ -253,10 +253,6 @@ pub fn seconds(what: &str, secs: f64) -> Result<Duration> {
 pub struct LaunchRequest {
     pub launch: Launch,
     pub capped: CappedWait,
-    /// A follow-up of this ended task (`ask` with `to`), not a new task; with `fork`, a new task
-    /// from a copy of its conversation.
-    pub to: Option<Token>,
-    pub fork: bool,
 }
 
 impl LaunchOptions {
@@ -280,9 +276,9 @@ impl LaunchOptions {
             worktree: None,
             pool: None,
             budget: self.budget.unwrap_or_default(),
-            fork: None,
+            from: None,
         };
-        Ok(LaunchRequest { launch, capped, to: None, fork: false })
+        Ok(LaunchRequest { launch, capped })
     }
 }
 
@@ -305,19 +301,12 @@ impl AskParams {
                 ));
             }
         };
-        if let Some(t) = to
-            && (self.options.cwd.is_some() || self.options.session.is_some() || self.options.timeout_secs.is_some())
-        {
-            return Err(Error::Usage(format!(
-                "a follow-up of task {t} runs where, for whom and as long as the task did: leave out `cwd`, `session` and `timeout_secs`"
-            )));
-        }
         let what = What::Ask { question: self.question, agents_file };
         if self.fork && to.is_none() {
             return Err(Error::Usage("`fork` copies the conversation of the task `to` names: give `to` too".into()));
         }
         let mut req = self.options.into_launch(&role, what, max)?;
-        (req.to, req.fork) = (to, self.fork);
+        req.launch.from = to.map(|t| if self.fork { GoOn::Fork(t) } else { GoOn::Turn(t) });
         Ok(req)
     }
 }

@@ -55,19 +55,16 @@ impl AgentctlServer {
     /// Launch, then settle with progress and cancellation. A client that takes MCP tasks gets
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
-        let LaunchRequest { mut launch, capped, to, fork } = req?;
-        launch.session.get_or_insert_with(|| self.conn.session.clone());
-        // A follow-up's turn is answered by its token, not handed out as an MCP task: one handed
-        // out for an earlier turn stands for that turn.
-        let offered = native::offered(&ctx) && (to.is_none() || fork);
+        let LaunchRequest { mut launch, capped } = req?;
+        // A follow-up's turn keeps its task's session; it is answered by its token, not handed
+        // out as an MCP task: one handed out for an earlier turn stands for that turn.
+        let turn = matches!(launch.from, Some(ops::GoOn::Turn(_)));
+        if !turn {
+            launch.session.get_or_insert_with(|| self.conn.session.clone());
+        }
+        let offered = native::offered(&ctx) && !turn;
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
-        let rec = match (to, launch.what) {
-            (Some(from), what) if fork => ops::fork(&self.store, from, ops::Launch { what, ..launch }).await?,
-            (Some(token), ops::What::Ask { question, .. }) => {
-                ops::follow_up(&self.store, token, question, launch.budget).await?
-            }
-            (_, what) => ops::launch(&self.store, ops::Launch { what, ..launch }).await?,
-        };
+        let rec = ops::start(&self.store, launch).await?;
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;

@@ -4,10 +4,11 @@
 //! starts a new task from a copy of that conversation.
 
 use std::io::Write;
+use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use super::blocking::blocking;
-use super::launch::{Fork, Launch, launch};
+use super::launch::{Fork, GoOn, Launch, What, launch, launch_from};
 use super::lost::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Durability, FileLock, Store, write_atomic};
@@ -17,20 +18,45 @@ use crate::task::{Backend, Budget, TaskRecord, Template, Token, Vars, one_line_p
 /// How long a follow-up waits for the supervisor of the turn that just ended to exit.
 const LET_GO: Duration = Duration::from_secs(10);
 
+/// Start what `req` asks for: a new task, the next turn of an ended one, or a fork of one.
+pub async fn start(store: &Store, req: Launch) -> Result<TaskRecord> {
+    match req.from {
+        None => launch(store, req).await,
+        Some(GoOn::Fork(from)) => fork(store, from, req).await,
+        Some(GoOn::Turn(token)) => {
+            if req.cwd.is_some()
+                || req.session.is_some()
+                || req.deadline.is_some()
+                || req.worktree.is_some()
+                || req.pool.is_some()
+            {
+                return Err(Error::Usage(format!(
+                    "a follow-up of task {token} runs where, for whom, in the pool and as long as the task did: \
+                     leave out the directory, session, timeout, worktree and pool"
+                )));
+            }
+            let What::Ask { question, .. } = req.what else {
+                return Err(Error::Usage(format!("a follow-up of task {token} asks its agent a question: use ask")));
+            };
+            follow_up(store, token, question, req.budget).await
+        }
+    }
+}
+
 /// Start the next turn of ended task `token`, asked `question`; its budget is `budget` over the
 /// task's own. Returns its record once its agent runs (or waits for a place). Whatever cannot go
 /// on (a task still running, a `run` task, an agent that never said its session) is refused
 /// before anything changes, saying what works instead.
-pub async fn follow_up(store: &Store, token: Token, question: String, budget: Budget) -> Result<TaskRecord> {
+async fn follow_up(store: &Store, token: Token, question: String, budget: Budget) -> Result<TaskRecord> {
     if question.trim().is_empty() {
         return Err(Error::Usage(format!("the follow-up question for task {token} is empty: say what it should do")));
     }
     budget.check("the follow-up's budget").map_err(Error::Usage)?;
-    let (mut spec, session) = resumable(store, &refresh(store, token)?)?;
+    let rec = refresh(store, token)?;
+    let (mut spec, session) = resumable(store, &rec)?;
     let kind = crate::agent::kind(spec.agent_kind());
     let command = spec.template.clone().unwrap_or_default();
     let template = Template { command, ..Template::default() };
-    let rec = store.read_record(token)?;
     let question_file = store.question_path(&rec.role, token);
     let argv = template.render(&Vars {
         role: rec.role.as_str(),
@@ -73,7 +99,7 @@ pub async fn follow_up(store: &Store, token: Token, question: String, budget: Bu
 
 /// Start a new task asked `req`'s question from a copy of ended task `from`'s conversation
 /// (`ask --fork`): the same role and template, in its directory; `from` goes on unchanged.
-pub async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord> {
+async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord> {
     let rec = refresh(store, from)?;
     let (spec, session) = resumable(store, &rec)?;
     if spec.worktree.is_some() {
@@ -88,8 +114,7 @@ pub async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRec
     req.role = rec.role.clone();
     req.cwd = Some(spec.cwd.clone());
     let command = spec.template.clone().unwrap_or_default();
-    req.fork = Some(Fork { session, command, kind });
-    launch(store, req).await
+    launch_from(store, req, Some(Fork { session, command, kind })).await
 }
 
 /// What a follow-up of `rec` needs (its spec, and its agent's session id), or why it cannot
@@ -133,9 +158,10 @@ fn resumable(store: &Store, rec: &TaskRecord) -> Result<(crate::task::TaskSpec, 
 fn begin_in_log(store: &Store, rec: &TaskRecord, question: &str) -> Result<u64> {
     let path = store.log_path(&rec.role, rec.token);
     let what = || format!("cannot write to {}", path.display());
-    let mut log = std::fs::OpenOptions::new().append(true).open(&path).ctx(what)?;
+    let mut log = std::fs::OpenOptions::new().read(true).append(true).open(&path).ctx(what)?;
     let len = log.metadata().ctx(what)?.len();
-    let ends_a_line = len == 0 || ends_with_newline(&path, len);
+    let mut last = [0u8];
+    let ends_a_line = len == 0 || (log.read_exact_at(&mut last, len - 1).is_ok() && last[0] == b'\n');
     let mark = format!(
         "{}──── turn {}: {} ────\n",
         if ends_a_line { "" } else { "\n" },
@@ -144,11 +170,4 @@ fn begin_in_log(store: &Store, rec: &TaskRecord, question: &str) -> Result<u64> 
     );
     log.write_all(mark.as_bytes()).ctx(what)?;
     Ok(len + mark.len() as u64)
-}
-
-/// Whether the file's last byte (of `len`) is a newline.
-fn ends_with_newline(path: &std::path::Path, len: u64) -> bool {
-    use std::os::unix::fs::FileExt;
-    let mut last = [0u8];
-    std::fs::File::open(path).and_then(|f| f.read_exact_at(&mut last, len - 1)).is_ok_and(|()| last[0] == b'\n')
 }

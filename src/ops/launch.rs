@@ -15,7 +15,7 @@ use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{
-    Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Vars, one_line_preview, parse_duration, unix_ms,
+    Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms,
 };
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
@@ -62,14 +62,23 @@ pub struct Launch {
     pub pool: Option<String>,
     /// The most it may spend (`--budget-usd`…), over its template's.
     pub budget: Budget,
-    /// A fork (`ask --fork`): the conversation it starts as a copy of.
-    pub fork: Option<Fork>,
+    /// An ended task whose conversation it goes on with (`ask --to`, `--fork`); none: a new one.
+    pub from: Option<GoOn>,
+}
+
+/// How a request goes on with an ended task's conversation.
+#[derive(Clone, Copy, Debug)]
+pub enum GoOn {
+    /// As that task's next turn, under its token.
+    Turn(Token),
+    /// As a new task, from a copy of it.
+    Fork(Token),
 }
 
 /// The conversation a forked task starts from: its agent's session id, and the template command
 /// of the task that had it.
 #[derive(Clone, Debug)]
-pub struct Fork {
+pub(super) struct Fork {
     pub session: String,
     pub command: Vec<String>,
     pub kind: crate::agent::AgentKind,
@@ -78,6 +87,11 @@ pub struct Fork {
 /// Start a task and return its record once its agent runs. Bad input and commands that cannot
 /// start are refused before (or, for exec errors, as) the task is created.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
+    launch_from(store, req, None).await
+}
+
+/// `launch`, for a fork: from a copy of `fork`'s conversation, with its command.
+pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
     req.budget.check("the task's budget").map_err(Error::Usage)?;
     let agents_file = match &req.what {
@@ -93,7 +107,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
                 )));
             }
             let mut r = agents.template_for(&req.role)?;
-            if let Some(fork) = &req.fork {
+            if let Some(fork) = &fork {
                 (r.template.command, r.template.agent) = (fork.command.clone(), Some(fork.kind));
             }
             let hint = format!(
@@ -182,7 +196,7 @@ pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
             result_file: &store.result_path(&req.role, token).to_string_lossy(),
             token: token.as_str(),
         })?;
-        let argv = match &req.fork {
+        let argv = match &fork {
             Some(fork) => crate::agent::kind(fork.kind).resume(argv, &fork.session, true).map_err(Error::Usage)?,
             None => argv,
         };

@@ -34,8 +34,8 @@ pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
     undelivered, wait_event,
 };
-pub use follow::{follow_up, fork};
-pub use launch::{Fork, HYBRID_WAIT, Launch, Wait, What, launch, settle, shell_words};
+pub use follow::start;
+pub use launch::{GoOn, HYBRID_WAIT, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};
