@@ -113,7 +113,7 @@ impl Out {
         if !v.status.is_final() {
             writeln!(w, "await it: {}", self.command("await", v.token))?;
             writeln!(w, "halt it:  {}", self.command("halt", v.token))?;
-        } else if v.usage.as_ref().is_some_and(|u| u.session_id.is_some()) {
+        } else if v.can_go_on() {
             writeln!(w, "follow up: {}", self.command("ask", format!("--to {} QUESTION", v.token)))?;
         }
         Ok(())

@@ -249,8 +249,7 @@ pub fn next_step(v: &TaskView, max_wait: &str) -> Option<String> {
             q.id
         ));
     }
-    // An agent that said its session can go on with its conversation.
-    let go_on = v.usage.as_ref().is_some_and(|u| u.session_id.is_some());
+    let go_on = v.can_go_on();
     Some(match v.status {
         Status::Completed if go_on => {
             format!("to go on with its conversation, call `ask` with to: {t} and your next question")

@@ -98,6 +98,13 @@ pub struct TaskView {
     pub message: Option<String>,
 }
 
+impl TaskView {
+    /// Whether its conversation can go on (`ask --to`): it ended, and its agent said its session.
+    pub fn can_go_on(&self) -> bool {
+        self.status.is_final() && self.usage.as_ref().is_some_and(|u| u.session_id.is_some())
+    }
+}
+
 fn is_first(turn: &u32) -> bool {
     *turn <= 1
 }

@@ -20,6 +20,8 @@ pub(super) struct Follow {
     earlier: Option<Usage>,
     /// How much of the log is earlier turns': counted, not read.
     skip: u64,
+    /// Its kind reports a resumed run's usage as the conversation's total so far.
+    cumulative: bool,
     prices: Prices,
     /// The model its command asks for (`-m`/`--model`), for a stream that does not say it.
     model: Option<String>,
@@ -33,7 +35,9 @@ impl Follow {
         let kind = spec.agent_kind();
         let lines = Lines::new(crate::agent::kind(kind).reader()?);
         let model = model_in(&spec.argv);
-        Some(Follow { kind, lines, before: None, earlier: None, skip: 0, prices: spec.prices.clone(), model, path })
+        let cumulative = crate::agent::kind(kind).resumed_usage_is_total();
+        let prices = spec.prices.clone();
+        Some(Follow { kind, lines, before: None, earlier: None, skip: 0, cumulative, prices, model, path })
     }
 
     /// For a task's next turn: its log's first `run_start` bytes are its earlier turns', which
@@ -81,8 +85,7 @@ impl Follow {
     pub fn turn_seen(&self) -> Seen {
         let mut seen = self.lines.seen.clone();
         // A resumed Codex thread reports its running total: this turn's is what it adds.
-        if let Some(earlier) = self.earlier.as_ref().filter(|_| crate::agent::kind(self.kind).resumed_usage_is_total())
-        {
+        if let Some(earlier) = self.earlier.as_ref().filter(|_| self.cumulative) {
             seen.usage = crate::agent::resumed_run_usage(&seen.usage, earlier);
         }
         if seen.usage.model.is_none() && seen.usage.is_known() {

@@ -142,9 +142,9 @@ impl<'a> Head<'a> {
         const CONTENT: &[u8] = br#"","stop_reason":null,"stop_sequence":null,"content":[{"type":""#;
         let in_order = || {
             let rest = line.strip_prefix(ID)?;
-            let id = plain(rest)?;
+            let id = scan::plain_str(rest)?;
             let rest = rest[id.len()..].strip_prefix(MODEL)?;
-            let model = plain(rest)?;
+            let model = scan::plain_str(rest)?;
             let rest = &rest[model.len()..];
             let block_at = line.len() - rest.len() + CONTENT.len() - BLOCK.quoted().len();
             rest.starts_with(CONTENT).then_some(Head { id, model: Some(model), block_at })
@@ -155,11 +155,6 @@ impl<'a> Head<'a> {
             Some(Head { id, model: scan::plain_str_after(head, &MODEL_KEY), block_at })
         })
     }
-}
-
-/// The text of a string up to its closing quote, if it holds no escape.
-fn plain(rest: &[u8]) -> Option<&[u8]> {
-    scan::plain_str(rest)
 }
 
 /// Where the message's own `"usage":{` is: the last in the event (after its content), looked
@@ -177,8 +172,8 @@ fn usage_at(line: &[u8], block_at: usize) -> Option<usize> {
 fn may_be_todo(block: &[u8]) -> bool {
     let named = || {
         let rest = block.strip_prefix(br#"{"type":"tool_use","id":""#)?;
-        let rest = rest[plain(rest)?.len()..].strip_prefix(br#"","name":""#)?;
-        plain(rest)
+        let rest = rest[scan::plain_str(rest)?.len()..].strip_prefix(br#"","name":""#)?;
+        scan::plain_str(rest)
     };
     match named() {
         Some(name) => name == b"TodoWrite",
