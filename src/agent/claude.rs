@@ -60,7 +60,30 @@ impl Agent for Claude {
     fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
         Ok(super::after_program(argv, ["--resume", session].into_iter().chain(fork.then_some("--fork-session"))))
     }
+
+    /// With `--input-format stream-json` it reads its prompt, and any later message, from
+    /// stdin (a prompt argument is ignored). `--replay-user-messages` has it write each message
+    /// back as it takes it into the conversation: a message sent during a tool call joins that
+    /// turn, one sent after an answer starts a new one, and only the replays tell which.
+    fn reads_messages(&self, argv: &mut Vec<String>) -> bool {
+        let stdin_json = argv.windows(2).any(|w| w[0] == "--input-format" && w[1] == "stream-json")
+            || argv.iter().any(|a| a == "--input-format=stream-json");
+        if stdin_json && !argv.iter().any(|a| a == REPLAY) {
+            let at = argv.len().min(1);
+            argv.insert(at, REPLAY.to_owned());
+        }
+        stdin_json
+    }
+
+    fn message_line(&self, text: &str) -> String {
+        // In the order Claude Code writes it.
+        let text = serde_json::Value::from(text);
+        format!("{{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":{text}}}}}\n")
+    }
 }
+
+/// The flag by which Claude Code says when it took each message on its stdin.
+const REPLAY: &str = "--replay-user-messages";
 
 /// A model call's figures as `ends::FIGURES` lists them.
 type Figures = [Option<u64>; 4];
@@ -91,6 +114,11 @@ struct ClaudeStream {
     current: HashMap<Option<String>, String>,
     /// The run's totals, once its `result` event said them.
     done: bool,
+    /// What the conversation's earlier answers in this process said it spent (tokens and
+    /// turns), when messages on its stdin made it answer more than once.
+    before: Usage,
+    /// How many calls there were when the current answer began.
+    calls_before: u64,
 }
 
 impl Reader for ClaudeStream {
@@ -99,7 +127,7 @@ impl Reader for ClaudeStream {
         // partial messages' deltas (the bulk of one with `--include-partial-messages`).
         let kind = if line.starts_with(b"{") { json::type_of(line) } else { return };
         match kind {
-            Some(b"user") => return,
+            Some(b"user") => return taken(line, seen),
             Some(b"stream_event") if is_delta(line) => return,
             // What a model writes (most of a stream) is read from its two ends.
             Some(b"assistant") if !self.done && self.assistant(line, seen) => return,
@@ -115,6 +143,9 @@ impl Reader for ClaudeStream {
             Some("system") => {
                 if let Some(m) = event.get("model").and_then(Value::as_str) {
                     seen.usage.model = Some(m.to_owned());
+                }
+                if self.done && event.get("subtype").and_then(Value::as_str) == Some("init") {
+                    self.next_answer(seen);
                 }
             }
             Some("assistant") if !self.done => self.message(&event["message"], seen),
@@ -132,7 +163,9 @@ impl Reader for ClaudeStream {
         if let Some(id) = scan::value_after(tail, "session_id").and_then(|v| v.as_str().map(str::to_owned)) {
             seen.usage.session_id = Some(id);
         }
-        if json::starts_with_type(head, "result") {
+        if json::starts_with_type(head, "user") {
+            taken(tail, seen);
+        } else if json::starts_with_type(head, "result") {
             let mut event = serde_json::Map::new();
             for (key, part) in [("num_turns", head), ("total_cost_usd", tail), ("usage", tail)] {
                 if let Some(v) = scan::value_after(part, key) {
@@ -221,7 +254,24 @@ impl ClaudeStream {
         let u = &mut seen.usage;
         (u.input_tokens, u.output_tokens) = (t.input_tokens, t.output_tokens);
         (u.cache_read_tokens, u.cache_write_tokens) = (t.cache_read_tokens, t.cache_write_tokens);
-        u.turns = Some(self.turns);
+        u.turns = Some(self.before.turns.unwrap_or(0) + self.turns - self.calls_before);
+    }
+
+    /// A message on its stdin made it answer again, in the same process: this answer's calls,
+    /// then its `result`'s own figures, add to what the earlier answers spent.
+    fn next_answer(&mut self, seen: &Seen) {
+        self.done = false;
+        let u = &seen.usage;
+        self.before = Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cache_read_tokens: u.cache_read_tokens,
+            cache_write_tokens: u.cache_write_tokens,
+            turns: u.turns,
+            ..Usage::default()
+        };
+        self.total = self.before.clone();
+        self.calls_before = self.turns;
     }
 
     /// A content block: what the agent does now.
@@ -247,17 +297,24 @@ impl ClaudeStream {
     }
 
     /// The run's end: its totals, turns and cost replace what the calls added up to.
+    /// Its `usage` and `num_turns` are the answer's own; `total_cost_usd`, the process's so far.
     fn result(&mut self, event: &Value, seen: &mut Seen) {
         self.done = true;
-        let u = &mut seen.usage;
+        seen.input.answered = true;
+        let (u, b) = (&mut seen.usage, &self.before);
+        let plus = |before: Option<u64>, own: Option<u64>, sum: Option<u64>| match own {
+            Some(n) => Some(before.unwrap_or(0) + n),
+            None => sum,
+        };
         if let Some(totals) = event.get("usage").filter(|v| v.is_object()) {
             let [input, output, read, write] = figures_of(totals);
-            (u.input_tokens, u.output_tokens) = (input.or(u.input_tokens), output.or(u.output_tokens));
-            (u.cache_read_tokens, u.cache_write_tokens) =
-                (read.or(u.cache_read_tokens), write.or(u.cache_write_tokens));
+            u.input_tokens = plus(b.input_tokens, input, u.input_tokens);
+            u.output_tokens = plus(b.output_tokens, output, u.output_tokens);
+            u.cache_read_tokens = plus(b.cache_read_tokens, read, u.cache_read_tokens);
+            u.cache_write_tokens = plus(b.cache_write_tokens, write, u.cache_write_tokens);
         }
         if let Some(n) = event.get("num_turns").and_then(Value::as_u64) {
-            u.turns = Some(n);
+            u.turns = Some(b.turns.unwrap_or(0) + n);
         }
         if let Some(c) = event.get("total_cost_usd").and_then(Value::as_f64).filter(|c| c.is_finite() && *c >= 0.0) {
             (u.cost_usd, u.cost_estimated) = (Some(c), false);
@@ -272,6 +329,16 @@ fn is_delta(line: &[u8]) -> bool {
     const DELTA: &[u8] = br#"{"type":"stream_event","event":{"type":"content_block_delta""#;
     static KIND: scan::Key = scan::Key::new(r#""content_block_delta""#);
     line.starts_with(DELTA) || scan::early(line, &KIND, 256)
+}
+
+/// A `user` event (whose end is `end`) that is a message from stdin coming back as it was taken
+/// (`"isReplay":true`, last in the form Claude Code writes), not a tool's result.
+fn taken(end: &[u8], seen: &mut Seen) {
+    const REPLAYED: &[u8] = br#""isReplay":true"#;
+    if memchr::memmem::find(&end[end.len().saturating_sub(48)..], REPLAYED).is_some() {
+        seen.input.taken += 1;
+        seen.input.answered = false;
+    }
 }
 
 /// The last text block of an `assistant` event of the main agent (not a subagent's).

@@ -67,6 +67,26 @@ pub trait Agent {
     fn resumed_usage_is_total(&self) -> bool {
         false
     }
+
+    /// Whether the command `argv` reads user messages on its stdin while it runs (Claude's
+    /// `--input-format stream-json`): then its question is its first message, and `send` writes
+    /// more into its conversation. The kind adds to `argv` what it needs for that (Claude:
+    /// `--replay-user-messages`, by which its stream says each message was taken).
+    fn reads_messages(&self, _argv: &mut Vec<String>) -> bool {
+        false
+    }
+
+    /// A user message as the line the agent reads on its stdin.
+    fn message_line(&self, text: &str) -> String {
+        format!("{text}\n")
+    }
+}
+
+/// For a command of `kind` that reads user messages on its stdin (`Agent::reads_messages`, which
+/// may add to `argv`): `question` as the first line it reads.
+pub fn first_message(kind: AgentKind, argv: &mut Vec<String>, question: &str) -> Option<String> {
+    let agent = registry::kind(kind);
+    agent.reads_messages(argv).then(|| agent.message_line(question))
 }
 
 /// `argv` with `flags` put right after its program.

@@ -23,6 +23,20 @@ pub struct Seen {
     /// Its todo list, if it keeps one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub todo: Vec<Todo>,
+    /// How far it has read the messages written to its stdin, for an agent that reads them
+    /// as it runs: the supervisor's own concern, never published.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub input: Input,
+}
+
+/// An agent that reads user messages on its stdin, as its stream tells it took them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Input {
+    /// How many messages it has taken into its conversation.
+    pub taken: u64,
+    /// It has answered since it took the last: nothing it was given is left unanswered.
+    pub answered: bool,
 }
 
 /// The agent's current step: `Bash: sleep 5`, `editing src/main.rs`, `thinking`, `answering`.

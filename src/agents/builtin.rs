@@ -31,21 +31,23 @@ pub const KINDS: [AgentKind; 6] =
 ///   tool that needs approval.
 ///
 /// Questions go after `--`, or as `--prompt=…`, where the CLI allows it, so that a question
-/// starting with `-` is not read as an option.
+/// starting with `-` is not read as an option. Claude's comes on its stdin
+/// (`--input-format stream-json`), where `send` can add to its conversation as it runs.
 pub fn template(kind: AgentKind) -> Option<Template> {
     let command: &[&str] = match kind {
         AgentKind::Claude => &[
             "claude",
             "-p",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
+            "--replay-user-messages",
             "--permission-mode",
             "acceptEdits",
             "--allowedTools",
             "Bash",
-            "--",
-            "{question}",
         ],
         AgentKind::Codex => &[
             "codex",
@@ -102,22 +104,16 @@ mod tests {
 
     #[test]
     fn each_kind_runs_its_cli_asking_for_its_stream_in_a_mode_that_needs_nobody() {
+        // Claude's question comes on its stdin, as its first user message.
+        let mut claude = argv("claude", "-v fix it");
+        assert_eq!(claude[..5], ["claude", "-p", "--input-format", "stream-json", "--output-format"]);
+        assert!(claude.ends_with(&["--permission-mode", "acceptEdits", "--allowedTools", "Bash"].map(String::from)));
+        let first = crate::agent::first_message(AgentKind::Claude, &mut claude, "-v fix it");
         assert_eq!(
-            argv("claude", "-v fix it"),
-            [
-                "claude",
-                "-p",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--permission-mode",
-                "acceptEdits",
-                "--allowedTools",
-                "Bash",
-                "--",
-                "-v fix it"
-            ]
+            first.as_deref(),
+            Some("{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"-v fix it\"}}\n")
         );
+        assert_eq!(claude, argv("claude", ""), "it writes its messages back as it is");
         assert_eq!(
             argv("codex", "q")[..6],
             ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox", "workspace-write"]

@@ -111,7 +111,8 @@ pub enum Command {
   agentctl reply a3f2c1 main
   agentctl reply q0123456789 'use dev'")]
     Reply(ReplyArgs),
-    /// Send a running task a message, which it reads with `agentctl inbox`
+    /// Send a running task a message: into its agent's conversation where the agent reads
+    /// messages as it runs (the built-in claude template), else to its inbox (`agentctl inbox`)
     #[command(after_help = "Examples:
   agentctl send a3f2c1 'stop after this file'")]
     Send(SendArgs),

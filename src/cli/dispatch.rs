@@ -231,8 +231,9 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Send(s) => {
             let message = text_arg(s.message)?;
-            let event = ops::send(&Store::existing(&home)?, Token::parse(&s.token)?, &message)?;
-            let _ = out.posted(&event);
+            let token = Token::parse(&s.token)?;
+            let sent = ops::send(&Store::existing(&home)?, token, &message).await?;
+            let _ = out.sent(token, &sent, message.len());
             Ok(ExitCode::SUCCESS)
         }
         Command::Inbox(i) => {

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::term::printable;
 use crate::error::Error;
-use crate::ops::{Awaited, LoggedEvent, Pruned, TaskView, human_duration};
-use crate::task::{Event, EventKind, Question, Status};
+use crate::ops::{self, Awaited, LoggedEvent, Pruned, TaskView, human_duration};
+use crate::task::{Event, EventKind, Question, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
 pub struct Out {
@@ -234,6 +234,26 @@ impl Out {
                 Some(format!("posted {}{seq} to session {} ({bytes} bytes)", e.kind, e.session))
             },
         )
+    }
+
+    /// Say where a message sent to task `token` went.
+    pub fn sent(&self, token: Token, sent: &ops::Sent, bytes: usize) -> io::Result<()> {
+        match sent {
+            ops::Sent::ToInbox(e) => self.line(
+                || json!({ "to": "inbox", "type": e.kind, "seq": e.seq, "time": e.time, "session": e.session, "bytes": bytes }),
+                || {
+                    let seq = e.seq.map(|s| format!(" #{s}")).unwrap_or_default();
+                    Some(format!(
+                        "posted message{seq} to task {token}'s inbox ({bytes} bytes): its agent takes no input while it runs, \
+                         so it reads it only if it runs `agentctl inbox`"
+                    ))
+                },
+            ),
+            ops::Sent::ToAgent => self.line(
+                || json!({ "to": "agent", "type": "message", "token": token, "bytes": bytes }),
+                || Some(format!("sent to task {token}'s agent ({bytes} bytes): it reads it in its conversation")),
+            ),
+        }
     }
 
     /// Print one event of a followed log (one JSON object per line with --json).

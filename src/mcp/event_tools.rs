@@ -169,15 +169,24 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Send a running task a message (it reads it with `agentctl inbox`).",
+        description = "Message a running task: into a claude agent's conversation, else its inbox.",
         annotations(destructive_hint = false, open_world_hint = false),
-        output_schema = schema_for_output::<Posted>()
+        output_schema = schema_for_output::<SentTo>()
     )]
     async fn send(&self, Parameters(p): Parameters<SendParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        answer(Token::parse(&p.token).and_then(|t| ops::send(&self.store, t, &p.message)).map(|e| {
-            let posted = Posted { kind: e.kind, session: e.session, seq: e.seq };
-            let text = format!("sent to task {}", posted.session);
-            result::structured(&posted, text, false)
+        let sent = match Token::parse(&p.token) {
+            Ok(t) => ops::send(&self.store, t, &p.message).await.map(|s| (t, s)),
+            Err(e) => Err(e),
+        };
+        answer(sent.map(|(token, sent)| {
+            let (to, session, seq, text) = match sent {
+                ops::Sent::ToAgent => ("agent", None, None, format!("sent to task {token}'s agent, into its conversation")),
+                ops::Sent::ToInbox(e) => {
+                    let text = format!("posted to task {token}'s inbox: its agent takes no input as it runs, so it reads it only if it runs `agentctl inbox`");
+                    ("inbox", Some(e.session), e.seq, text)
+                }
+            };
+            result::structured(&SentTo { to, session, seq }, text, false)
         }))
     }
 }
@@ -188,6 +197,16 @@ struct Replied {
     question_id: String,
     token: String,
     state: QuestionState,
+}
+
+/// What `send` answers: where the message went (`agent` or `inbox`).
+#[derive(Serialize, JsonSchema)]
+struct SentTo {
+    to: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    session: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seq: Option<u64>,
 }
 
 /// What `notify` answers.

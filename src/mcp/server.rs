@@ -36,7 +36,7 @@ use crate::task::Token;
 const PROGRESS_EVERY: Duration = Duration::from_secs(3);
 
 /// What the server tells its clients at start; `{max_wait}` and `{hybrid_wait}` are filled in.
-const INSTRUCTIONS: &str = "agentctl runs sub-agents (claude -p, codex exec, kiro-cli…) as tasks that outlive \
+const INSTRUCTIONS: &str = "agentctl runs sub-agents (claude, codex, kiro-cli…) as tasks that outlive \
 this server. `ask` (role, question) answers in the call if the task ends within {hybrid_wait}, else \
 returns its token (an MCP task if your client takes them); for slow work pass \
 async: true and start every task first. Collect with `wait_for_event` (each \

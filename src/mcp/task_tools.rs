@@ -183,8 +183,7 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Stop a task: SIGTERM to its processes, SIGKILL after grace_secs (default 5). Returns it as it \
-                       ended.",
+        description = "Stop a task: SIGTERM, then SIGKILL after grace_secs (default 5). Returns it as it ended.",
         annotations(title = "Halt a task", read_only_hint = false, destructive_hint = true, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<TaskResult>()
     )]

@@ -156,18 +156,41 @@ fn settled(q: &Question) -> Option<Error> {
     }
 }
 
-/// Send running task `token` a message, which it reads with `inbox`.
-pub fn send(store: &Store, token: Token, text: &str) -> Result<Event> {
+/// Where a message sent to a task went.
+#[derive(Clone, Debug)]
+pub enum Sent {
+    /// Into its agent's conversation: the agent reads messages on its stdin as it runs.
+    ToAgent,
+    /// To its inbox, which its agent reads with `agentctl inbox` (it takes no other input).
+    ToInbox(Box<Event>),
+}
+
+/// Send running task `token` a message: into its agent's conversation where the agent reads
+/// messages as it runs, else to its inbox.
+pub async fn send(store: &Store, token: Token, text: &str) -> Result<Sent> {
     check_text(text, "message", MAX_MESSAGE)?;
     let rec = refresh(store, token)?;
     if rec.status().is_final() {
-        return Err(Error::Usage(format!("task {token} has already ended ({}); nobody would read it", rec.status())));
+        return Err(Error::Usage(format!(
+            "task {token} has already ended ({}); nobody would read it; follow it up as its next turn (ask --to {token})",
+            rec.status()
+        )));
+    }
+    if store.read_spec(token)?.input.is_some() {
+        let said = crate::supervisor::control::say(&store.socket_path(token), text).await;
+        return match said {
+            Ok(Some(true)) => Ok(Sent::ToAgent),
+            // It answered all it was given (its input is closed), or its supervisor is gone.
+            _ => Err(Error::Usage(format!(
+                "task {token}'s agent has answered its messages and is ending; once it has ended, follow it up as its next turn (ask --to {token})"
+            ))),
+        };
     }
     let mut event = Event::new(EventKind::Message, &inbox_session(token));
     event.token = Some(token);
     event.role = Some(rec.role);
     event.text = Some(text.to_owned());
-    store.events().append(event)
+    store.events().append(event).map(|e| Sent::ToInbox(Box::new(e)))
 }
 
 /// The next message sent to the task this runs in, waiting up to `limit`: a `timeout` event

@@ -65,11 +65,12 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
         result_file: &store.result_path(&rec.role, token).to_string_lossy(),
         token: token.as_str(),
     })?;
-    let argv = kind.resume(argv, &session, false).map_err(|why| {
+    let mut argv = kind.resume(argv, &session, false).map_err(|why| {
         Error::Usage(format!(
             "task {token} cannot be followed up: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
         ))
     })?;
+    spec.input = crate::agent::first_message(spec.agent_kind(), &mut argv, &question);
     spec.argv = argv;
     spec.budget = budget.or(spec.budget);
 

@@ -196,9 +196,13 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             result_file: &store.result_path(&req.role, token).to_string_lossy(),
             token: token.as_str(),
         })?;
-        let argv = match &fork {
+        let mut argv = match &fork {
             Some(fork) => crate::agent::kind(fork.kind).resume(argv, &fork.session, true).map_err(Error::Usage)?,
             None => argv,
+        };
+        let input = match &req.what {
+            What::Ask { .. } => crate::agent::first_message(template.agent_kind(), &mut argv, &question),
+            What::Run { .. } => None,
         };
         let mut env = template.env.clone();
         env.insert("AGENTCTL_TOKEN".into(), token.to_string());
@@ -242,6 +246,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             // Only what the file sets: a task keeps no table of its own.
             prices: agents.prices().clone(),
             template: matches!(req.what, What::Ask { .. }).then(|| template.command.clone()),
+            input,
         };
         let rec = TaskRecord {
             token,

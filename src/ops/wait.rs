@@ -185,6 +185,7 @@ pub async fn halt(store: &Store, token: Token, grace: Duration, purge: bool) -> 
                     match pending.next().await {
                         Reply::Taken => taken.store(true, Ordering::Relaxed),
                         Reply::Done => return,
+                        Reply::Closed => {}
                         Reply::Gone => break,
                     }
                 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags};
 
-use super::control::{ACK, DONE, Request};
+use super::control::{ACK, CLOSED, DONE, MAX_SAY, Request, parse_say};
 
 /// The listener's backlog (what std's `UnixListener::bind` asks for).
 const LISTEN_BACKLOG: usize = 128;
@@ -30,6 +30,10 @@ pub(super) struct Clients {
     spare: Vec<File>,
     /// Out of descriptors: when to look at the listener again (until then it is not polled).
     listen_again: Option<Instant>,
+    /// Whether the agent takes messages (`say`) now: its input is open.
+    pub takes_messages: bool,
+    /// The messages taken for the agent, in order, for the supervisor to give it.
+    pub said: Vec<String>,
 }
 
 struct Client {
@@ -50,7 +54,7 @@ impl Clients {
         let listener = bound?;
         listener.set_nonblocking(true)?;
         let spare = (0..SPARE).filter_map(|_| File::open("/dev/null").ok()).collect();
-        Ok(Clients { listener, list: Vec::new(), spare, listen_again: None })
+        Ok(Clients { listener, list: Vec::new(), spare, listen_again: None, takes_messages: false, said: Vec::new() })
     }
 
     /// When the paused listener is to be looked at again, if it is paused.
@@ -129,7 +133,7 @@ impl Clients {
 
     /// Read from client `i`; false when it should be dropped.
     fn read(&mut self, i: usize, halts: &mut Vec<Duration>) -> bool {
-        let mut chunk = [0u8; 256];
+        let mut chunk = [0u8; 4096];
         let c = &mut self.list[i];
         match c.stream.read(&mut chunk) {
             Ok(0) => return false,
@@ -137,12 +141,26 @@ impl Clients {
             Err(e) if e.kind() == ErrorKind::WouldBlock => return true,
             Err(_) => return false,
         }
-        if c.want.is_some() || c.buf.len() > 1024 {
-            return c.buf.len() <= 1024;
+        // Only a message may be long.
+        let most = if c.buf.starts_with(b"say ") { MAX_SAY } else { 1024 };
+        if c.want.is_some() || c.buf.len() > most {
+            return c.buf.len() <= most;
         }
-        let Some(end) = c.buf.iter().position(|&b| b == b'\n') else {
+        let Some(end) = memchr::memchr(b'\n', &c.buf) else {
             return true;
         };
+        if let Some(said) = parse_say(&c.buf[..end]) {
+            // Answered at once, then dropped.
+            let _ = c.stream.set_nonblocking(false);
+            match said {
+                Ok(text) if self.takes_messages => {
+                    self.said.push(text);
+                    let _ = c.stream.write_all(ACK);
+                }
+                _ => drop(c.stream.write_all(CLOSED)),
+            }
+            return false;
+        }
         let req = Request::parse(&String::from_utf8_lossy(&c.buf[..end]));
         c.want = req;
         match req {

@@ -10,6 +10,9 @@
 //! `halt <ms>`   -> `ok` as soon as the supervisor has taken the request, then stops the task
 //!                  (SIGTERM, then SIGKILL after <ms>); `done` once nothing of it is left alive
 //!                  and the final record is written
+//! `say <JSON string>` -> `ok` once the message is the agent's to read (on its stdin, after the
+//!                  ones before it); `closed` when its agent reads no messages, or has
+//!                  answered them all and its input is closed
 
 use std::io;
 use std::path::Path;
@@ -62,6 +65,30 @@ pub const DONE: &[u8] = b"done\n";
 /// The reply to a halt request, as soon as it is taken.
 pub const ACK: &[u8] = b"ok\n";
 
+/// The reply to a message the agent will not read.
+pub const CLOSED: &[u8] = b"closed\n";
+
+/// The longest `say` line: a message of `ops::MAX_MESSAGE` bytes, escaped.
+pub const MAX_SAY: usize = 2 * 1024 * 1024;
+
+/// A message for the agent as a protocol line.
+pub fn say_line(text: &str) -> String {
+    format!("say {}\n", serde_json::Value::from(text))
+}
+
+/// The message of a `say` line (without its newline), if it is one.
+pub fn parse_say(line: &[u8]) -> Option<Result<String, ()>> {
+    let json = line.strip_prefix(b"say ")?;
+    Some(serde_json::from_slice(json).map_err(|_| ()))
+}
+
+/// Give the agent of the supervisor at `socket` a message: `None` when no supervisor listens
+/// there, else whether it took it.
+pub async fn say(socket: &Path, text: &str) -> io::Result<Option<bool>> {
+    let Some(mut pending) = send_line(socket, say_line(text)).await? else { return Ok(None) };
+    Ok(Some(pending.next().await == Reply::Taken))
+}
+
 /// What the supervisor said.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
@@ -69,6 +96,8 @@ pub enum Reply {
     Taken,
     /// The task is over (`done`).
     Done,
+    /// The agent will not read the message (`closed`).
+    Closed,
     /// The connection closed without `done`: the supervisor died, or could not keep the
     /// connection (out of descriptors).
     Gone,
@@ -101,6 +130,10 @@ pub struct Pending(BufReader<UnixStream>);
 
 /// Send `req` to the supervisor at `socket`. `Ok(None)` when no supervisor listens there.
 pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
+    send_line(socket, req.line()).await
+}
+
+async fn send_line(socket: &Path, line: String) -> io::Result<Option<Pending>> {
     let addr = socket_addr(socket)?;
     let mut stream = match UnixStream::connect(&addr.path).await {
         Ok(s) => s,
@@ -109,7 +142,7 @@ pub async fn send(socket: &Path, req: Request) -> io::Result<Option<Pending>> {
         }
         Err(e) => return Err(e),
     };
-    match stream.write_all(req.line().as_bytes()).await {
+    match stream.write_all(line.as_bytes()).await {
         Ok(()) => Ok(Some(Pending(BufReader::new(stream)))),
         // It went away between accept and write: as good as not listening.
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe || e.kind() == io::ErrorKind::ConnectionReset => Ok(None),
@@ -128,6 +161,7 @@ impl Pending {
                 Ok(0) | Err(_) => return Reply::Gone,
                 Ok(_) if line.as_bytes() == DONE => return Reply::Done,
                 Ok(_) if line.as_bytes() == ACK => return Reply::Taken,
+                Ok(_) if line.as_bytes() == CLOSED => return Reply::Closed,
                 // Something this version does not know: read on.
                 Ok(_) => {}
             }
@@ -140,7 +174,7 @@ impl Pending {
             match self.next().await {
                 Reply::Done => return true,
                 Reply::Gone => return false,
-                Reply::Taken => {}
+                Reply::Taken | Reply::Closed => {}
             }
         }
     }
@@ -165,5 +199,15 @@ mod tests {
         assert_eq!(Request::parse("front"), Some(Request::Front { within: 1 }));
         assert_eq!(Request::parse("halt x"), None);
         assert_eq!(Request::parse("nope"), None);
+    }
+
+    #[test]
+    fn a_message_is_one_line_whatever_it_holds() {
+        let text = "stop\nand \"report\"\u{1}";
+        let line = say_line(text);
+        assert_eq!(line.matches('\n').count(), 1);
+        assert_eq!(parse_say(line.trim_end().as_bytes()), Some(Ok(text.to_owned())));
+        assert_eq!(parse_say(b"say nope"), Some(Err(())));
+        assert_eq!(parse_say(b"wait"), None);
     }
 }

@@ -98,6 +98,11 @@ impl Follow {
         seen
     }
 
+    /// How far the agent has read the messages on its stdin, in this run.
+    pub fn input(&self) -> crate::agent::stream::Input {
+        self.lines.seen.input
+    }
+
     /// The run ended: a last line without a newline is read too.
     pub fn finish(&mut self) {
         self.lines.finish();

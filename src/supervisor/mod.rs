@@ -7,6 +7,7 @@ pub mod cgroup;
 mod clients;
 pub mod control;
 mod follow;
+mod input;
 mod launch;
 mod lock;
 mod logwatch;

@@ -24,6 +24,7 @@ use super::backend::{self, Backend, Run};
 use super::cgroup;
 use super::clients::Clients;
 use super::control::Request;
+use super::input::Input;
 use super::lock::Lock;
 use super::logwatch::LogWatch;
 use super::strays::Strays;
@@ -51,6 +52,8 @@ struct Supervisor {
     backend: Box<dyn Backend>,
     signals: SignalFd,
     clients: Clients,
+    /// The agent's stdin, while it reads messages there.
+    input: Option<Input>,
     /// The run's process: the agent, or what runs it elsewhere.
     child: Pid,
     /// The task's own cgroup; none: its process group and our subreaping hold it together.
@@ -75,6 +78,9 @@ impl Supervisor {
     fn run(&mut self) {
         let (code, signal) = loop {
             if let Some(exit) = self.agent_exit() {
+                // It reads nothing more.
+                self.input = None;
+                self.clients.takes_messages = false;
                 if self.run_again(exit) {
                     continue;
                 }
@@ -146,16 +152,20 @@ impl Supervisor {
         };
         // The signals, the cgroup's events (its last process leaving), then the listener and clients.
         let events = self.contained.as_ref().and_then(|c| c.events.as_ref());
+        // The agent's stdin, while it has messages the pipe could not take yet.
+        let input = self.input.as_ref().and_then(Input::poll_fd);
+        let writing = input.is_some();
         let ready: Vec<bool> = {
             let mut fds = vec![PollFd::new(self.signals.as_fd(), PollFlags::POLLIN)];
             fds.extend(events.map(|e| PollFd::new(e.fd(), PollFlags::POLLPRI)));
+            fds.extend(input);
             fds.extend(self.clients.poll_fds());
             match poll(&mut fds, timeout) {
                 Ok(_) => fds.iter().map(|f| f.revents().is_some_and(|r| !r.is_empty())).collect(),
                 Err(_) => vec![false; fds.len()],
             }
         };
-        let clients_at = 1 + usize::from(events.is_some());
+        let clients_at = 1 + usize::from(events.is_some()) + usize::from(writing);
         // Read, which takes the notice (the loop looks at what is left); a cgroup removed behind
         // our back is polled no more.
         if let (Some(e), true) = (events, clients_at > 1 && ready[1])
@@ -173,6 +183,7 @@ impl Supervisor {
         for grace in self.clients.serve(&ready[clients_at..]) {
             self.begin_stop(StopReason::Halted, grace);
         }
+        self.give_input();
         // It has its place: whoever waits behind it in the queue looks again.
         self.clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front { .. })));
     }
@@ -215,6 +226,27 @@ impl Supervisor {
             self.log.publish();
         }
         self.check_budget();
+        self.give_input();
+    }
+
+    /// Give the agent the messages taken for it and what its pipe could not take before; end
+    /// its input once it has answered them all (or is being stopped).
+    fn give_input(&mut self) {
+        let Some(input) = self.input.as_mut() else { return };
+        if !self.clients.said.is_empty() {
+            let agent = crate::agent::kind(self.spec.agent_kind());
+            for text in self.clients.said.drain(..) {
+                input.say(&agent.message_line(&text));
+            }
+        }
+        input.flush();
+        match self.log.follow.as_ref() {
+            _ if self.stop.is_some() => input.close(),
+            Some(f) => input.close_when_answered(f.input()),
+            // Nothing says what it took: it has what it was given.
+            None => input.close_when_answered(crate::agent::stream::Input { taken: u64::MAX, answered: true }),
+        }
+        self.clients.takes_messages = input.is_open();
     }
 
     /// Halt the task (`over_budget`) once what its agent spent passes its budget, and only then

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr, OsString};
 use std::fs::File;
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 
@@ -21,10 +21,11 @@ use nix::unistd::Pid;
 use super::backend::Backend;
 use crate::task::{TaskCgroup, TaskSpec};
 
-/// Start the agent in its own process group (and `cgroup`), output to `log`, nothing else
-/// inherited.
+/// Start the agent in its own process group (and `cgroup`), output to `log`, input from `stdin`
+/// (else nothing), nothing else inherited.
 pub(super) fn spawn_agent(
     log: &File,
+    stdin: Option<&OwnedFd>,
     spec: &TaskSpec,
     cgroup: Option<&TaskCgroup>,
     backend: &dyn Backend,
@@ -43,7 +44,7 @@ pub(super) fn spawn_agent(
         exec: &exec,
         join,
         joined: AtomicI32::new(MAX_JOINS as i32),
-        stdin: null.as_raw_fd(),
+        stdin: stdin.map_or(null.as_raw_fd(), |fd| fd.as_raw_fd()),
         log: log.as_raw_fd(),
         supervisor: std::process::id() as libc::pid_t,
         nofile: AGENT_NOFILE.load(Ordering::Relaxed),

@@ -57,6 +57,11 @@ pub struct TaskSpec {
     /// renders it again with its own question.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<Vec<String>>,
+    /// For an agent that reads user messages on its stdin as it runs: its first message (the
+    /// question, as the line it reads). Its stdin stays open for the messages `send` writes
+    /// until it has answered them all. None: its stdin is empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<String>,
 }
 
 impl TaskSpec {

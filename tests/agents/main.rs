@@ -17,6 +17,7 @@ mod clis;
 mod fake_api;
 mod followups;
 mod smoke;
+mod steering;
 mod steps;
 mod task;
 mod totals;

@@ -139,6 +139,8 @@ fn a_message_sent_to_a_waiting_worker_is_read_once() {
     let sent = h.run(&["--json", "send", &token, "hello worker"], 0).json();
     let inbox = format!("inbox-{token}");
     assert_eq!((sent["type"].as_str(), sent["session"].as_str()), (Some("message"), Some(inbox.as_str())), "{sent}");
+    // A command takes no input as it runs: the message went to its inbox, as the answer says.
+    assert_eq!(sent["to"], "inbox", "{sent}");
     let done = h.run(&["--json", "await", &token, "--timeout", "30s"], 0).json();
     assert_eq!(done["summary"], "got hello worker, then 124", "{done}");
     let r = h.run(&["send", &token, "too late"], 2);

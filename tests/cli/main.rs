@@ -13,6 +13,7 @@ mod listing;
 mod load;
 mod pools;
 mod retries;
+mod steering;
 mod survival;
 mod templates;
 mod top;

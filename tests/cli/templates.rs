@@ -44,13 +44,14 @@ fn an_agents_toml_entry_overrides_the_default() {
     assert_eq!(v["summary"], "from other");
 }
 
-/// A stand-in `claude` in a directory of its own that prints its arguments, one a line.
+/// A stand-in `claude` in a directory of its own that prints its arguments, one a line, then
+/// the first line of its stdin, if it has one.
 fn argv_printer(h: &Home) -> String {
     use std::os::unix::fs::PermissionsExt;
     let bin = h.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let claude = bin.join("claude");
-    std::fs::write(&claude, "#!/bin/sh\nfor a; do printf 'arg: %s\\n' \"$a\"; done\n").unwrap();
+    std::fs::write(&claude, "#!/bin/sh\nfor a; do printf 'arg: %s\\n' \"$a\"; done\nIFS= read -r l && printf 'stdin: %s\\n' \"$l\"\nexit 0\n").unwrap();
     std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
     format!("{}:{}", bin.display(), std::env::var("PATH").unwrap())
 }
@@ -64,13 +65,16 @@ fn a_kinds_name_runs_its_builtin_template_unless_the_file_has_an_entry_of_that_n
         let v = crate::common::check(&["ask", "claude"], out.unwrap(), 0).json();
         std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap()
     };
-    // No agents.toml: the built-in claude template, its question after `--`.
-    let args =
-        "-p\n--output-format\nstream-json\n--verbose\n--permission-mode\nacceptEdits\n--allowedTools\nBash\n--\n";
-    assert_eq!(ask(&h), format!("{}arg: -v fix it\n", args.lines().map(|a| format!("arg: {a}\n")).collect::<String>()));
+    // No agents.toml: the built-in claude template, its question on its stdin (where no `-` in
+    // it can be read as an option), as Claude Code reads a user message.
+    let args = "-p --input-format stream-json --output-format stream-json --verbose --replay-user-messages \
+                --permission-mode acceptEdits --allowedTools Bash";
+    let message = r#"{"type":"user","message":{"role":"user","content":"-v fix it"}}"#;
+    let args: String = args.split_whitespace().map(|a| format!("arg: {a}\n")).collect();
+    assert_eq!(ask(&h), format!("{args}stdin: {message}\n"));
     // A [default] does not take a kind's name from its built-in role.
     std::fs::write(h.path().join("agents.toml"), "[default]\ncommand = [\"false\"]\n").unwrap();
-    assert!(ask(&h).starts_with("arg: -p\narg: --output-format\narg: stream-json\n"));
+    assert!(ask(&h).starts_with("arg: -p\narg: --input-format\narg: stream-json\n"));
     // An entry of that name does: a reviewer-like claude that may not edit.
     std::fs::write(
         h.path().join("agents.toml"),

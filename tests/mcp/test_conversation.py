@@ -61,5 +61,6 @@ async def test_send_reaches_a_worker_waiting_in_its_inbox(home):
         token = (await c.call_tool("run", {"command": ["sh", "-c", script], "async": True})).structured_content["token"]
         sent = await c.call_tool("send", {"token": token, "message": "use the dev branch"})
         assert not sent.is_error and sent.structured_content["session"] == f"inbox-{token}"
+        assert sent.structured_content["to"] == "inbox" and "inbox" in sent.content[0].text, sent
         done = (await c.call_tool("await", {"token": token, "timeout_secs": 30})).structured_content
         assert done["summary"] == "got use the dev branch", done

@@ -40,3 +40,23 @@ async def test_a_follow_up_goes_on_after_the_server_restarted(home):
         gone = await c.call_tool("ask", {"to": token, "question": "still there?"})
         text = gone.content[0].text
         assert gone.is_error and token in text and "`list`" in text, text
+
+
+async def test_send_steers_a_running_agent_that_reads_its_stdin(home):
+    """A role whose agent reads user messages on its stdin: `send` puts the message into its
+    conversation (`to: agent`), and the agent takes it within its running turn."""
+    home.mkdir(parents=True, exist_ok=True)
+    gate = home / "gate"
+    (home / "agents.toml").write_text(
+        f'[agents.steer]\ncommand = ["{CLAUDE}", "--input-format", "stream-json", "steer", "{gate}"]\n'
+    )
+    async with connect(home) as c:
+        token = (await c.call_tool("ask", {"role": "steer", "question": "review it", "async": True})).structured_content["token"]
+        sent = await c.call_tool("send", {"token": token, "message": "stop and report"})
+        assert not sent.is_error and sent.structured_content == {"to": "agent"}, sent
+        assert "conversation" in sent.content[0].text, sent.content[0].text
+        gate.write_text("")
+        done = (await c.call_tool("await", {"token": token, "timeout_secs": 30})).structured_content
+        assert (done["status"], done["summary"]) == ("completed", "stopped: stop and report"), done
+        late = await c.call_tool("send", {"token": token, "message": "too late"})
+        assert late.is_error and "already ended" in late.content[0].text, late.content[0].text

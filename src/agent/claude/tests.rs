@@ -192,3 +192,24 @@ fn broken_lines_and_wrong_types_leave_what_is_unknown_unknown() {
     ));
     assert!(!seen.usage.is_known(), "{seen:?}");
 }
+
+#[test]
+fn answers_to_messages_on_stdin_add_up_and_the_replays_say_what_was_taken() {
+    // Two answers in one process: each `result` says its own tokens and turns, the cost so far.
+    let seen = read(include_str!("../../../fixtures/transcripts/claude-followup.jsonl"));
+    let u = &seen.usage;
+    assert_eq!(u.figures(), [Some(440), Some(80), Some(1000), Some(400), Some(4)]);
+    assert_eq!(u.cost_usd, Some(0.0072));
+    // Before the second `result`: its calls add to the first answer's totals.
+    let stream = include_str!("../../../fixtures/transcripts/claude-followup.jsonl");
+    let cut = stream.rfind("{\"type\":\"result\"").unwrap();
+    let seen = read(&stream[..cut]);
+    assert_eq!(seen.usage.figures()[0], Some(220 + 220), "{:?}", seen.usage);
+    assert_eq!(seen.usage.turns, Some(4));
+    // A message sent during a tool call comes back when it is taken, then the one answer.
+    let replayed = include_str!("../../../fixtures/transcripts/claude-steer-replay.jsonl");
+    assert_eq!(read(replayed).input, stream::Input { taken: 2, answered: true });
+    let last = replayed.rfind("{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"stop").unwrap();
+    assert_eq!(read(&replayed[..last]).input, stream::Input { taken: 1, answered: false });
+    assert_eq!(read(STREAM).input.taken, 0, "a tool's result is no message taken");
+}

@@ -9,6 +9,7 @@ use nix::sys::wait::waitpid;
 use super::{Supervisor, leftovers};
 use crate::supervisor::cgroup;
 use crate::supervisor::control::Request;
+use crate::supervisor::input::Input;
 use crate::supervisor::queue::{Waited, wait_for_place};
 use crate::supervisor::spawn::spawn_agent;
 use crate::task::{OUTPUT_WINDOW, StopReason, unix_ms};
@@ -109,9 +110,16 @@ impl Supervisor {
         if let Some(c) = self.contained.as_mut() {
             c.since = cgroup::counters(&c.made.cgroup, &self.spec.limits);
         }
-        let spawned = out.and_then(|out| spawn_agent(&out, &self.spec, self.cgroup(), &*self.backend));
+        // Its input anew: the question first again.
+        let spawned = out.and_then(|out| {
+            let (input, stdin) = Input::for_run(&self.spec)?;
+            spawn_agent(&out, stdin.as_ref(), &self.spec, self.cgroup(), &*self.backend).map(|pid| (pid, input))
+        });
         let pid = match spawned {
-            Ok(pid) => pid,
+            Ok((pid, input)) => {
+                self.input = input;
+                pid
+            }
             Err(msg) => {
                 self.add_note(format!("run {} could not start: {msg}", n + 1));
                 let _ = self.store.write_record(&self.rec);

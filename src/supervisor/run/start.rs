@@ -19,6 +19,7 @@ use crate::supervisor::backend;
 use crate::supervisor::cgroup::{self, NoCgroup};
 use crate::supervisor::clients::Clients;
 use crate::supervisor::follow::Follow;
+use crate::supervisor::input::Input;
 use crate::supervisor::launch::{LOCK_FD, report, started_report};
 use crate::supervisor::lock::Lock;
 use crate::supervisor::logwatch::LogWatch;
@@ -127,7 +128,11 @@ impl Supervisor {
         };
         let socket_path = store.socket_path(token);
         let mut clients = match Clients::listen(&socket_path) {
-            Ok(l) => l,
+            // Messages sent while it waits for a place are its agent's to read once it runs.
+            Ok(mut l) => {
+                l.takes_messages = spec.input.is_some();
+                l
+            }
             Err(e) => {
                 refuse_start(&store, &mut rec, &spec, format!("cannot listen on {}: {e}", socket_path.display()))?;
                 return Ok(None);
@@ -184,13 +189,13 @@ impl Supervisor {
         let opened =
             LogWatch::open(&log_path, store.lines_path(token), follow).and_then(|l| Ok((l.open_for_agent()?, l)));
         let spawned = match opened {
-            Ok((output, log)) => {
+            Ok((output, log)) => Input::for_run(&spec).and_then(|(input, stdin)| {
                 let cgroup = contained.as_ref().map(|c| &c.made.cgroup);
-                spawn_agent(&output, &spec, cgroup, &*backend).map(|pid| (pid, log))
-            }
+                spawn_agent(&output, stdin.as_ref(), &spec, cgroup, &*backend).map(|pid| (pid, log, input))
+            }),
             Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
         };
-        let (child, log) = match spawned {
+        let (child, log, input) = match spawned {
             Ok(started) => started,
             Err(msg) => {
                 let _ = std::fs::remove_file(&socket_path);
@@ -222,6 +227,7 @@ impl Supervisor {
             backend,
             signals,
             clients,
+            input,
             child,
             contained,
             pending: None,
