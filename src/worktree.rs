@@ -60,10 +60,22 @@ where
     I: IntoIterator<Item = S>,
     S: AsRef<OsStr>,
 {
+    git_with_index(dir, None, args)
+}
+
+/// `git`, with `index` (if given) as its index file instead of the worktree's own.
+fn git_with_index<I, S>(dir: &Path, index: Option<&Path>, args: I) -> std::result::Result<Vec<u8>, String>
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
     let mut cmd = Command::new("git");
     cmd.arg("-C").arg(dir).args(["-c", "core.safecrlf=false"]).args(args);
     for v in REPO_VARIABLES {
         cmd.env_remove(v);
+    }
+    if let Some(index) = index {
+        cmd.env("GIT_INDEX_FILE", index);
     }
     cmd.env("GIT_TERMINAL_PROMPT", "0").env("GIT_EDITOR", "true").env("GIT_OPTIONAL_LOCKS", "0");
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
@@ -258,6 +270,34 @@ fn copy_in(from: &Path, root: &Path, rel: &Path) -> std::io::Result<bool> {
         .open(&dest)?;
     std::io::copy(&mut src, &mut out)?;
     Ok(true)
+}
+
+/// A commit of worktree `wt` as it is now, for a fork to start from: its edits and its new files
+/// (those git does not ignore, as `git add -A` takes them) over its branch's commit, made with
+/// an index of its own, so that the worktree, its index and its branch stay as they were. Its
+/// branch's commit when nothing changed.
+pub fn snapshot(wt: &Worktree) -> Result<String> {
+    let refuse =
+        |e: String| Error::LaunchFailed(format!("cannot take the state of worktree {}: {e}", wt.path.display()));
+    let head = git(&wt.path, ["rev-parse", "--verify", "HEAD^{commit}"]).map(text).map_err(refuse)?;
+    let index = PathBuf::from(text(
+        git(&wt.path, ["rev-parse", "--path-format=absolute", "--git-path", "agentctl-fork-index"]).map_err(refuse)?,
+    ));
+    let tree = (|| {
+        git_with_index(&wt.path, Some(&index), ["read-tree", "HEAD"])?;
+        git_with_index(&wt.path, Some(&index), ["add", "-A", "."])?;
+        git_with_index(&wt.path, Some(&index), ["write-tree"]).map(text)
+    })();
+    let _ = std::fs::remove_file(&index);
+    let tree = tree.map_err(refuse)?;
+    if git(&wt.path, ["rev-parse", "HEAD^{tree}"]).map(text).is_ok_and(|t| t == tree) {
+        return Ok(head);
+    }
+    let message = format!("agentctl: worktree {} as it was when forked", wt.branch);
+    let who = ["-c", "user.name=agentctl", "-c", "user.email=agentctl@localhost"];
+    git(&wt.path, who.iter().copied().chain(["commit-tree", &tree, "-p", &head, "-m", &message]))
+        .map(text)
+        .map_err(refuse)
 }
 
 /// Remove the worktree (whatever is in it) and, with `branch`, its branch too. Best effort: a

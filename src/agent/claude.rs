@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use super::stream::{self, Reader, Seen};
 mod ends;
+mod sessions;
 use ends::Pending;
 
 use super::{Agent, AgentKind, Usage, json, scan};
@@ -59,6 +60,16 @@ impl Agent for Claude {
     /// session among those of the directory it runs in.
     fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
         Ok(super::after_program(argv, ["--resume", session].into_iter().chain(fork.then_some("--fork-session"))))
+    }
+
+    fn carry_session(
+        &self,
+        session: &str,
+        from: &std::path::Path,
+        to: &std::path::Path,
+        env: &super::Env,
+    ) -> Result<(), String> {
+        sessions::carry(session, from, to, env)
     }
 
     /// With `--input-format stream-json` it reads its prompt, and any later message, from

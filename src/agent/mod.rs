@@ -21,7 +21,13 @@ mod scan;
 pub mod stream;
 pub mod usage;
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
 use crate::summary::{Found, Tail};
+
+/// The variables a task sets over the launcher's environment.
+pub type Env = BTreeMap<String, String>;
 
 pub use codex::resumed_run_usage;
 pub use kind::AgentKind;
@@ -66,6 +72,13 @@ pub trait Agent {
     /// totals) rather than the run's own.
     fn resumed_usage_is_total(&self) -> bool {
         false
+    }
+
+    /// Make conversation `session`, held for directory `from`, one the agent finds from
+    /// directory `to` too (a fork that runs in a worktree of its own), with `env` over the
+    /// launcher's environment. Err: why it cannot.
+    fn carry_session(&self, _session: &str, _from: &Path, _to: &Path, _env: &Env) -> Result<(), String> {
+        Err(format!("agentctl does not know how {} finds a conversation from another directory", self.name()))
     }
 
     /// Whether the command `argv` reads user messages on its stdin while it runs (Claude's

@@ -99,23 +99,24 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
 }
 
 /// Start a new task asked `req`'s question from a copy of ended task `from`'s conversation
-/// (`ask --fork`): the same role and template, in its directory; `from` goes on unchanged.
+/// (`ask --fork`): the same role and template, in its directory; `from` goes on unchanged. A task
+/// that ran in a worktree is forked into a new one, from the original's files as they are now
+/// (its edits and new files too): the conversation remembers making them.
 async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord> {
     let rec = refresh(store, from)?;
     let (spec, session) = resumable(store, &rec)?;
-    if spec.worktree.is_some() {
-        return Err(Error::Usage(format!(
-            "task {from} ran in a worktree of its own: forking one is not supported yet; follow it up (`ask --to {from}`) or ask a new task"
-        )));
-    }
     let kind = spec.agent_kind();
     crate::agent::kind(kind).resume(vec![String::new()], &session, true).map_err(|why| {
         Error::Usage(format!("task {from} cannot be forked: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {from}`)"))
     })?;
     req.role = rec.role.clone();
     req.cwd = Some(spec.cwd.clone());
+    if let Some(wt) = &spec.worktree {
+        let state = blocking(|| crate::worktree::snapshot(wt))?;
+        req.worktree = Some(Some(state));
+    }
     let command = spec.template.clone().unwrap_or_default();
-    launch_from(store, req, Some(Fork { session, command, kind })).await
+    launch_from(store, req, Some(Fork { session, command, kind, cwd: spec.cwd })).await
 }
 
 /// What a follow-up of `rec` needs (its spec, and its agent's session id), or why it cannot

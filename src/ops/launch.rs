@@ -82,6 +82,8 @@ pub(super) struct Fork {
     pub session: String,
     pub command: Vec<String>,
     pub kind: crate::agent::AgentKind,
+    /// The directory it ran in, where its agent keeps the conversation.
+    pub cwd: PathBuf,
 }
 
 /// Start a task and return its record once its agent runs. Bad input and commands that cannot
@@ -221,6 +223,14 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         let (worktree, cwd) = match &worktree {
             Some(source) => {
                 let (wt, inside) = blocking(|| crate::worktree::create(token, source, &store.worktree_path(token)))?;
+                // A fork in a worktree of its own: its agent must find the conversation there.
+                if let Some(fork) = fork.as_ref().filter(|f| f.cwd != inside) {
+                    let agent = crate::agent::kind(fork.kind);
+                    if let Err(why) = agent.carry_session(&fork.session, &fork.cwd, &inside, &template.env) {
+                        crate::worktree::remove(&wt, true);
+                        return Err(Error::Usage(format!("cannot fork into a worktree of its own: {why}")));
+                    }
+                }
                 (Some(wt), inside)
             }
             None => (None, cwd.clone()),

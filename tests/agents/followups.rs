@@ -115,3 +115,30 @@ fn claude_forks_twice_from_one_conversation_and_the_original_stays_as_it_was() {
     let original = check(&["status"], home.cmd().args(["--json", "status", token]).output().unwrap(), 0).json();
     assert!(original.get("turns").is_none() && original["usage"] == first["usage"], "{original}");
 }
+
+#[test]
+fn claude_forks_a_task_that_ran_in_a_worktree_into_a_worktree_of_its_own() {
+    let api = FakeApi::start("streams.json");
+    let cli = clis::claude(&api);
+    let home = home_for(&cli);
+    let git = |args: &[&str]| {
+        let mut cmd = std::process::Command::new("git");
+        cmd.arg("-C").arg(cli.work()).args(["-c", "user.name=t", "-c", "user.email=t@example.com"]).args(args);
+        let out = cmd.env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1").output().unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    std::fs::write(cli.work().join("README"), "a repository\n").unwrap();
+    git(&["init", "-q"]);
+    git(&["add", "."]);
+    git(&["commit", "-qm", "init"]);
+    let first = ask(&cli, &home, &["--timeout", "5m", "--worktree", "rev", PROMPT]);
+    let token = first["token"].as_str().unwrap();
+    let v = ask(&cli, &home, &["--fork", token, FOLLOW_UP]);
+    let (ran, forked) = (first["worktree"].as_str().unwrap(), v["worktree"].as_str().unwrap());
+    assert!(ran != forked && forked.ends_with(v["token"].as_str().unwrap()), "{v}");
+    // Claude Code found the conversation from the new worktree: the fork's call carried it.
+    let requests = api.requests();
+    let carried =
+        requests.lines().filter(|l| l.trim_start().starts_with("conversation:")).find(|l| l.contains(FOLLOW_UP));
+    assert!(carried.is_some_and(|l| l.contains(PROMPT)), "not from the original's conversation:\n{requests}");
+}

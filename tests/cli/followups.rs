@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use std::path::Path;
+
 use crate::common::{Home, fixtures, wait_until};
 
 /// A home whose role `chat` runs the stand-in for Claude Code's stream, answering what it heard.
@@ -132,4 +134,54 @@ fn a_task_lost_with_its_supervisor_is_followed_up_like_any_other() {
     let v = h.run(&["--json", "ask", "--to", &token, gate.to_str().unwrap(), "--sync"], 0).json();
     assert_eq!((v["status"].as_str(), v["turn"].as_u64()), (Some("completed"), Some(2)), "{v}");
     assert_eq!(v["turns"][0]["status"], "lost", "{v}");
+}
+
+#[test]
+fn a_fork_of_a_task_in_a_worktree_gets_a_worktree_of_its_own_with_the_originals_files() {
+    use std::os::unix::fs::PermissionsExt;
+
+    use crate::worktrees::{agentctl, git, repo};
+    let h = Home::new();
+    let r = repo(&h);
+    // A claude that notes each run in a new file and an edit, then answers what it heard.
+    let wrapper = h.path().join("noting-claude");
+    let claude = fixtures().join("stream/claude");
+    let script = format!("#!/bin/sh\necho \"run $*\" >> runs.txt\necho edit >> a.txt\nexec {claude:?} \"$@\"\n");
+    std::fs::write(&wrapper, script).unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let toml = format!(
+        "[agents.wt]\nagent = \"claude\"\nworktree = true\ncommand = [{wrapper:?}, \"echo\", \"{{question}}\"]\n"
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    // Where it keeps its conversations, by directory, as Claude Code does.
+    let config = h.path().join("claude-config");
+    let ask = |args: &[&str]| {
+        let mut cmd = agentctl(&h, &r);
+        cmd.env("CLAUDE_CONFIG_DIR", &config);
+        let out = cmd.args([&["--json", "ask", "--sync"], args].concat()).output().unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        assert!(out.status.success(), "{}{}", text(&out.stdout), text(&out.stderr));
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let first = ask(&["wt", "try it one way"]);
+    let token = first["token"].as_str().unwrap().to_owned();
+    let original = h.status(&token)["worktree"].as_str().unwrap().to_owned();
+    let forked = ask(&["--fork", &token, "try it the other way"]);
+    assert!(forked["summary"].as_str().unwrap().starts_with("heard: try it the other way (resumed "), "{forked}");
+    let fork = forked["token"].as_str().unwrap();
+    let there = h.status(fork)["worktree"].as_str().unwrap().to_owned();
+    assert_ne!(there, original);
+    // It started from the original's files as they were, new and edited ones too.
+    let runs = std::fs::read_to_string(Path::new(&there).join("runs.txt")).unwrap();
+    assert_eq!(runs.lines().count(), 2, "{runs}");
+    assert!(runs.lines().nth(1).unwrap().contains("--fork-session"), "{runs}");
+    assert_eq!(std::fs::read_to_string(Path::new(&there).join("a.txt")).unwrap(), "one\nedit\nedit\n");
+    // Its changes are its own, over that state; the original's worktree and branch are as they were.
+    assert_eq!(
+        (forked["changes"]["files"].as_u64(), forked["changes"]["added"].as_u64()),
+        (Some(2), Some(2)),
+        "{forked}"
+    );
+    assert_eq!(std::fs::read_to_string(Path::new(&original).join("runs.txt")).unwrap().lines().count(), 1);
+    assert_eq!(git(Path::new(&original), &["status", "--porcelain"]), " M a.txt\n?? runs.txt\n");
 }

@@ -8,18 +8,18 @@ use crate::common::Home;
 
 /// Git as these tests need it, whatever this machine's configuration: no global or system
 /// settings (signing, hooks, default branch).
-fn isolated(cmd: &mut Command) -> &mut Command {
+pub fn isolated(cmd: &mut Command) -> &mut Command {
     cmd.env("GIT_CONFIG_GLOBAL", "/dev/null").env("GIT_CONFIG_NOSYSTEM", "1")
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = isolated(Command::new("git").arg("-C").arg(dir)).args(args).output().unwrap();
     assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
 
 /// agentctl on `h`, in `dir`, with the same git.
-fn agentctl(h: &Home, dir: &Path) -> Command {
+pub fn agentctl(h: &Home, dir: &Path) -> Command {
     let mut cmd = h.cmd();
     cmd.current_dir(dir);
     isolated(&mut cmd);
@@ -28,7 +28,7 @@ fn agentctl(h: &Home, dir: &Path) -> Command {
 
 /// A repository with one commit (`a.txt`, a `.gitignore` naming `.env`), an untracked `.env`
 /// that `.worktreeinclude` lists, and a staged change of the user's own.
-fn repo(h: &Home) -> PathBuf {
+pub fn repo(h: &Home) -> PathBuf {
     let r = h.path().join("repo");
     std::fs::create_dir_all(r.join("sub")).unwrap();
     git(&r, &["init", "-q", "-b", "main"]);
