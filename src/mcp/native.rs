@@ -184,6 +184,8 @@ impl AgentctlServer {
             Error::UnknownToken { .. } => not_found(&p.task_id),
             e => internal(&e),
         })?;
+        // Handed out for a turn the task was since followed up from: that turn, as it ended.
+        let v = v.as_of_turn(t.turn).unwrap_or(v);
         Ok(GetTaskResult::new(self.detailed(&t, &v, elicits(ctx))))
     }
 
@@ -191,6 +193,10 @@ impl AgentctlServer {
     /// in the background, and the server does not exit before it is done.
     pub(super) fn cancel_native(&self, p: CancelTaskParams) -> std::result::Result<(), ErrorData> {
         let t = self.handle(&p.task_id)?;
+        // The turn it stands for ended; a later one runs on its own.
+        if ops::status(&self.store, t.token).is_ok_and(|v| v.turn > t.turn) {
+            return Ok(());
+        }
         let store = self.store.clone();
         let halting = tokio::spawn(async move {
             match ops::halt_if_running(&store, t.token, ops::DEFAULT_GRACE, false).await {

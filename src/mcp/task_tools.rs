@@ -56,13 +56,12 @@ impl AgentctlServer {
     /// one for a task still running after `native::DIRECT_WAIT`.
     async fn start(&self, req: Result<LaunchRequest>, ctx: RequestContext<RoleServer>) -> Result<CallToolResponse> {
         let LaunchRequest { mut launch, capped } = req?;
-        // A follow-up's turn keeps its task's session; it is answered by its token, not handed
-        // out as an MCP task: one handed out for an earlier turn stands for that turn.
-        let turn = matches!(launch.from, Some(ops::GoOn::Turn(_)));
-        if !turn {
+        // A follow-up's turn keeps its task's session. Its MCP task stands for that turn: one
+        // handed out for an earlier turn keeps that turn's end.
+        if !matches!(launch.from, Some(ops::GoOn::Turn(_))) {
             launch.session.get_or_insert_with(|| self.conn.session.clone());
         }
-        let offered = native::offered(&ctx) && !turn;
+        let offered = native::offered(&ctx);
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
         let rec = ops::start(&self.store, launch).await?;
         let token = rec.token;
@@ -70,7 +69,7 @@ impl AgentctlServer {
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;
         let mut r = TaskResult::of(&v, self.next_step(&v));
         if offered && !v.status.is_final() {
-            match self.store.create_mcp_task(token) {
+            match self.store.create_mcp_task(token, v.turn) {
                 Ok(t) => return Ok(self.created(&t, &v).into()),
                 // The task runs all the same: its token is the answer, as without the extension.
                 Err(e) => r.add_note(native::not_handed_out(&e)),

@@ -103,6 +103,36 @@ impl TaskView {
     pub fn can_go_on(&self) -> bool {
         self.status.is_final() && self.usage.as_ref().is_some_and(|u| u.session_id.is_some())
     }
+
+    /// The task as it was when its earlier turn `n` ended (`None`: `n` is not an earlier turn):
+    /// that turn's question, end and usage, and the first line of its answer (the log keeps
+    /// the rest).
+    pub fn as_of_turn(&self, n: u32) -> Option<TaskView> {
+        let t = self.turns.iter().find(|t| t.turn == n)?;
+        let note = format!(
+            "turn {n} of task {}, since followed up (now turn {}): its answer's first line; `logs` with the token reads it all",
+            self.token, self.turn
+        );
+        Some(TaskView {
+            status: t.status,
+            exit_code: None,
+            signal: None,
+            summary: Some(t.answer.clone()),
+            ended_at: Some(rfc3339(t.ended_at_ms)),
+            error: None,
+            question: t.question.clone(),
+            pending_question: None,
+            changes: None,
+            usage: t.usage.clone(),
+            step: None,
+            todo: Vec::new(),
+            turn: n,
+            turns: self.turns.iter().filter(|e| e.turn < n).cloned().collect(),
+            note: Some(note),
+            message: None,
+            ..self.clone()
+        })
+    }
 }
 
 fn is_first(turn: &u32) -> bool {

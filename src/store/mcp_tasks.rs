@@ -16,11 +16,13 @@ fn what() -> String {
     "cannot record an MCP task in the store".to_owned()
 }
 
-/// An MCP task: its id, the agentctl task it stands for, and when it was handed out.
+/// An MCP task: its id, the agentctl task (and turn of it) it stands for, and when it was
+/// handed out.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct McpTask {
     pub id: String,
     pub token: Token,
+    pub turn: u32,
     pub created_at_ms: u64,
 }
 
@@ -38,25 +40,25 @@ fn well_formed(id: &str) -> bool {
 }
 
 impl Store {
-    /// Hand out an MCP task for task `token`, recorded durably before it is returned (a
-    /// `tasks/get` for it must find it at once). A task pruned meanwhile gets none.
-    pub fn create_mcp_task(&self, token: Token) -> Result<McpTask> {
+    /// Hand out an MCP task for turn `turn` of task `token`, recorded durably before it is
+    /// returned (a `tasks/get` for it must find it at once). A task pruned meanwhile gets none.
+    pub fn create_mcp_task(&self, token: Token, turn: u32) -> Result<McpTask> {
         let id = fresh_id().ok_or_else(|| Error::Internal("the system gave no random numbers for a task id".into()))?;
         let created_at_ms = unix_ms(SystemTime::now());
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
         let added = tx
             .execute(
-                "INSERT INTO mcp_tasks (id, token, created_at_ms) \
-                 SELECT ?1, ?2, ?3 WHERE EXISTS (SELECT 1 FROM tasks WHERE token = ?2)",
-                params![id, token.as_str(), created_at_ms as i64],
+                "INSERT INTO mcp_tasks (id, token, created_at_ms, turn) \
+                 SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM tasks WHERE token = ?2)",
+                params![id, token.as_str(), created_at_ms as i64, turn],
             )
             .map_err(err(what))?;
         if added == 0 {
             return Err(Error::UnknownToken { token, home: self.home().to_path_buf() });
         }
         tx.commit().map_err(err(what))?;
-        Ok(McpTask { id, token, created_at_ms })
+        Ok(McpTask { id, token, turn, created_at_ms })
     }
 
     /// The MCP task with this id, if this home handed it out and still has its task.
@@ -66,13 +68,14 @@ impl Store {
         }
         let conn = self.db()?;
         let row = conn
-            .query_row("SELECT token, created_at_ms FROM mcp_tasks WHERE id = ?1", [id], |r| {
-                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+            .query_row("SELECT token, created_at_ms, turn FROM mcp_tasks WHERE id = ?1", [id], |r| {
+                Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, u32>(2)?))
             })
             .optional()
             .map_err(err(|| "cannot read an MCP task from the store".to_owned()))?;
-        let Some((token, created)) = row else { return Ok(None) };
-        Ok(Some(McpTask { id: id.to_owned(), token: Token::parse(&token)?, created_at_ms: created.max(0) as u64 }))
+        let Some((token, created, turn)) = row else { return Ok(None) };
+        let token = Token::parse(&token)?;
+        Ok(Some(McpTask { id: id.to_owned(), token, turn, created_at_ms: created.max(0) as u64 }))
     }
 
     /// Remove the MCP tasks of `tasks` (pruned).

@@ -380,7 +380,7 @@ mod tests {
         assert_eq!(before, [None, Some("held".into()), Some("waiting".into()), Some("waiting".into())]);
         drop(store);
         let undo = "DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
-                    DROP INDEX tasks_in_pools;";
+                    DROP INDEX tasks_in_pools; ALTER TABLE mcp_tasks DROP COLUMN turn;";
         for older in [
             "ALTER TABLE tasks DROP COLUMN pool_state; \
              CREATE INDEX tasks_open_by_pool ON tasks(pool, queue_seq) WHERE ended_at_ms IS NULL; \

@@ -2,7 +2,7 @@
 //! the one before (the first one makes it).
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub(super) const SCHEMA_VERSION: i64 = 8;
+pub(super) const SCHEMA_VERSION: i64 = 9;
 
 /// The statement that sets where the task of the row `NEW` stands in its pool, from its other
 /// columns: none for a task that ended or has no pool; `held` for one given a place
@@ -22,7 +22,7 @@ macro_rules! pool_state_kept {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: [&str; 8] = [
+pub(super) const MIGRATIONS: [&str; 9] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -137,5 +137,10 @@ pub(super) const MIGRATIONS: [&str; 8] = [
     DROP INDEX tasks_in_pools;
     CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, ended_at_ms, queue_seq, token)
         WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL;
+",
+    // The turn of its task an MCP task stands for: a follow-up (`ask` with `to`) makes the task
+    // run again, and the handle of an earlier turn keeps that turn's end.
+    r"
+    ALTER TABLE mcp_tasks ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
 ",
 ];

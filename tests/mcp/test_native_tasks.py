@@ -317,3 +317,35 @@ def test_every_question_waiting_is_an_input_request(raw, tmp_path):
     s.result("tasks/update", {"taskId": task_id, "inputResponses": responses})
     done = s.until(task_id, final)
     assert done["result"]["structuredContent"]["summary"] == "one two", done
+
+
+def test_each_turn_of_a_followed_up_task_is_a_task_of_its_own(raw, home):
+    """A follow-up (`ask` with `to`) is handed out as a task for its turn; the task of the
+    earlier turn keeps that turn's end while the next one runs, and after."""
+    claude = str(pathlib.Path(FAKE).parent / "stream" / "claude")
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.toml").write_text(f'[agents.chat]\ncommand = ["{claude}", "steps", "{{question}}"]\n')
+    gates = [home / "gate1", home / "gate2"]
+    s = raw()
+    first = s.call("ask", {"role": "chat", "question": str(gates[0])})
+    assert first["resultType"] == "task", first
+    token = first["statusMessage"].split()[2]
+    gates[0].write_text("")
+    one = s.until(first["taskId"], final)
+    assert one["status"] == "completed" and one["result"]["structuredContent"]["token"] == token, one
+    second = s.call("ask", {"to": token, "question": str(gates[1])})
+    assert second["resultType"] == "task" and second["taskId"] != first["taskId"], second
+    assert s.get(second["taskId"])["status"] == "working"
+    # The first turn's task: still that turn, ended, while the second runs.
+    again = s.get(first["taskId"])
+    assert again["status"] == "completed", again
+    earlier = again["result"]["structuredContent"]
+    assert earlier["summary"] == "All done: the change is good." and earlier["status"] == "completed", earlier
+    assert "turn 1 of task" in earlier["note"], earlier
+    # Cancelling the first turn's task leaves the running turn alone.
+    assert s.result("tasks/cancel", {"taskId": first["taskId"]}) == {"resultType": "complete"}
+    gates[1].write_text("")
+    two = s.until(second["taskId"], final)
+    assert two["status"] == "completed" and two["result"]["structuredContent"]["token"] == token, two
+    assert "note" not in two["result"]["structuredContent"] and cli(home, "status", token)["turn"] == 2, two
+    assert s.get(first["taskId"])["status"] == "completed"
