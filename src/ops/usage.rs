@@ -131,7 +131,9 @@ pub fn usage(store: &Store, since: Option<Duration>, by: Option<SpendBy>) -> Res
     let mut total = Spend::default();
     let mut groups: BTreeMap<Option<String>, Spend> = BTreeMap::new();
     for row in rows {
-        let usage = usage_of(store, &row);
+        // A followed-up task's turns that ended before the window are not in it.
+        let usage =
+            usage_of(store, &row).map(|u| crate::task::usage_since(u, row.turns.as_deref(), since_ms.unwrap_or(0)));
         total.add(usage.as_ref(), row.open);
         if by.is_some() {
             let g = groups.entry(row.group.clone()).or_insert_with(|| Spend { group: row.group, ..Spend::default() });

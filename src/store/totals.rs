@@ -61,6 +61,8 @@ pub struct SpendRow {
     pub open: bool,
     /// Its record's `usage`, as JSON text.
     pub usage: Option<String>,
+    /// Its record's earlier `turns`, as JSON text (a task followed up).
+    pub turns: Option<String>,
 }
 
 impl Store {
@@ -72,21 +74,23 @@ impl Store {
         let group = by.map_or("NULL", SpendBy::column);
         // Two indexed parts (the ended ones by their end, the open ones), not one scan.
         let sql = format!(
-            "SELECT token, {group}, 0, json_extract(record, '$.usage') FROM tasks WHERE ended_at_ms >= ?1 \
+            "SELECT token, {group}, 0, json_extract(record, '$.usage'), json_extract(record, '$.turns') FROM tasks \
+             WHERE ended_at_ms >= ?1 \
              UNION ALL \
-             SELECT token, {group}, 1, json_extract(record, '$.usage') FROM tasks WHERE ended_at_ms IS NULL"
+             SELECT token, {group}, 1, json_extract(record, '$.usage'), json_extract(record, '$.turns') FROM tasks \
+             WHERE ended_at_ms IS NULL"
         );
         let mut stmt = conn.prepare(&sql).map_err(err(what))?;
         let rows = stmt
             .query_map(params![since_ms.min(i64::MAX as u64) as i64], |r| {
-                Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                Ok((r.get::<_, String>(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
             })
             .map_err(err(what))?;
         let mut out = Vec::new();
         for row in rows {
-            let (token, group, open, usage) = row.map_err(err(what))?;
+            let (token, group, open, usage, turns) = row.map_err(err(what))?;
             let Ok(token) = Token::parse(&token) else { continue };
-            out.push(SpendRow { token, group, open, usage });
+            out.push(SpendRow { token, group, open, usage, turns });
         }
         Ok(out)
     }

@@ -28,4 +28,4 @@ pub use role::Role;
 pub use spec::{PoolRef, TaskSpec};
 pub use template::{ResultFrom, Template, Vars};
 pub use token::{Token, input_preview, random_u64};
-pub use turn::Turn;
+pub use turn::{Turn, usage_since};

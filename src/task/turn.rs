@@ -31,11 +31,7 @@ impl TaskRecord {
 
     /// What the earlier turns spent together (none: nothing known).
     pub fn earlier_usage(&self) -> Option<Usage> {
-        self.turns.iter().filter_map(|t| t.usage.as_ref()).fold(None, |total, u| {
-            let mut total: Usage = total.unwrap_or_default();
-            total.add(u);
-            Some(total)
-        })
+        spent(self.turns.iter())
     }
 
     /// Begin the next turn of a task that ended: its end is kept among its turns (with `answer`,
@@ -74,6 +70,26 @@ impl TaskRecord {
     }
 }
 
+/// What a task spent since `since_ms`, `usage` being its conversation's and `turns` its earlier
+/// turns (the JSON of its record's `turns`, if any): the turns that ended before then are left
+/// out, as they were counted in a window of their own.
+pub fn usage_since(usage: Usage, turns: Option<&str>, since_ms: u64) -> Usage {
+    let Some(turns) = turns.and_then(|t| serde_json::from_str::<Vec<Turn>>(t).ok()) else { return usage };
+    match spent(turns.iter().filter(|t| t.ended_at_ms < since_ms)) {
+        Some(before) => usage.minus(&before),
+        None => usage,
+    }
+}
+
+/// What `turns` spent together (none: nothing known).
+fn spent<'a>(turns: impl Iterator<Item = &'a Turn>) -> Option<Usage> {
+    turns.filter_map(|t| t.usage.as_ref()).fold(None, |total, u| {
+        let mut total: Usage = total.unwrap_or_default();
+        total.add(u);
+        Some(total)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,5 +122,10 @@ mod tests {
         assert_eq!((second.input_tokens, second.cost_usd), (Some(15), Some(0.25)));
         assert_eq!(rec.earlier_usage().unwrap().input_tokens, Some(25));
         assert_eq!(rec.turn(), 3);
+        // A window from 8 on counts the second turn, not the first (ended at 7).
+        let turns = serde_json::to_string(&rec.turns).unwrap();
+        let since = |ms| usage_since(rec.usage.clone().unwrap(), Some(&turns), ms).cost_usd;
+        assert_eq!((since(0), since(8), since(9)), (Some(0.75), Some(0.25), Some(0.0)));
+        assert_eq!(usage_since(Usage::default(), None, 9), Usage::default());
     }
 }

@@ -185,3 +185,34 @@ fn a_fork_of_a_task_in_a_worktree_gets_a_worktree_of_its_own_with_the_originals_
     assert_eq!(std::fs::read_to_string(Path::new(&original).join("runs.txt")).unwrap().lines().count(), 1);
     assert_eq!(git(Path::new(&original), &["status", "--porcelain"]), " M a.txt\n?? runs.txt\n");
 }
+
+#[test]
+fn a_window_of_spend_counts_the_turns_that_ended_in_it() {
+    let h = chat_home();
+    let first = h.run(&["--json", "ask", "chat", "read the repo", "--sync"], 0).json();
+    let token = first["token"].as_str().unwrap().to_owned();
+    h.run(&["--json", "ask", "--to", &token, "now summarise it", "--sync"], 0);
+    let cost = |args: &[&str]| h.run(&[&["--json", "usage"], args].concat(), 0).json()["total"]["cost_usd"].as_f64();
+    assert_eq!(cost(&["--since", "1h"]), Some(0.02), "both turns ended within the hour");
+    // The first turn ended long ago (as a record a day old says it): a window of an hour holds
+    // the second alone; all time holds both.
+    h.db()
+        .execute(
+            "UPDATE tasks SET record = json_set(record, '$.turns[0].ended_at_ms', 1000) WHERE token = ?1",
+            [token.as_str()],
+        )
+        .unwrap();
+    assert_eq!(cost(&["--since", "1h"]), Some(0.01));
+    assert_eq!(cost(&[]), Some(0.02));
+    // A pool's window of spend counts the same way: $0.01 of its $0.015 an hour, so a new task
+    // runs (the conversation's $0.02 would hold it).
+    let claude = fixtures().join("stream/claude");
+    let toml = format!(
+        "[pools.paid]\nspend = {{ usd = 0.015, per = \"1h\" }}\n[agents.paid]\npool = \"paid\"\n\
+         command = [{claude:?}, \"echo\", \"{{question}}\"]\n"
+    );
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    h.db().execute("UPDATE tasks SET pool = 'paid' WHERE token = ?1", [token.as_str()]).unwrap();
+    let v = h.run(&["--json", "ask", "paid", "one more", "--sync"], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+}
