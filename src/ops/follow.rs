@@ -13,7 +13,7 @@ use super::lost::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Durability, FileLock, Store, write_atomic};
 use crate::supervisor;
-use crate::task::{Backend, Budget, TaskRecord, Template, Token, Vars, one_line_preview};
+use crate::task::{Budget, TaskRecord, Template, Token, Vars, one_line_preview};
 
 /// How long a follow-up waits for the supervisor of the turn that just ended to exit.
 const LET_GO: Duration = Duration::from_secs(10);
@@ -71,7 +71,11 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
         ))
     })?;
     spec.input = crate::agent::first_message(spec.agent_kind(), &mut argv, &question);
-    spec.argv = argv;
+    // Where it ran before: a Slurm task's turn is a job of its own, with the same options.
+    (spec.argv, spec.backend) = spec
+        .backend
+        .again(&spec.argv, argv, token)
+        .ok_or_else(|| Error::Internal(format!("task {token}'s command is not one its backend made")))?;
     spec.budget = budget.or(spec.budget);
 
     let Some(lock) = blocking(|| FileLock::take_again(&store.lock_path(token), LET_GO))? else {
@@ -133,11 +137,6 @@ fn resumable(store: &Store, rec: &TaskRecord) -> Result<(crate::task::TaskSpec, 
     if spec.template.is_none() {
         return Err(Error::Usage(format!(
             "task {token} ran a command (`agentctl run`), not a role's agent: it has no conversation to go on with; start a new task"
-        )));
-    }
-    if !matches!(spec.backend, Backend::Local) {
-        return Err(Error::Usage(format!(
-            "task {token} ran as a Slurm job: a follow-up of one is not supported yet; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
         )));
     }
     if !spec.cwd.is_dir() {

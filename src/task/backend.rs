@@ -45,6 +45,23 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// The command of a new run of the task whose command was `argv` (as this backend made it)
+    /// that runs `agent` instead, and the backend of that run: a Slurm job of a name of its own,
+    /// with the same options. None when `argv` is not one this backend made.
+    pub fn again(&self, argv: &[String], agent: Vec<String>, token: super::Token) -> Option<(Vec<String>, Backend)> {
+        match self {
+            Backend::Local => Some((agent, Backend::Local)),
+            Backend::Slurm { job_name } => {
+                let joined = argv.windows(JOIN_STDERR.len()).position(|w| w == JOIN_STDERR)? + JOIN_STDERR.len();
+                let name = slurm_job_name(token);
+                let old = format!("--job-name={job_name}");
+                let wrap =
+                    argv[..joined].iter().map(|a| if *a == old { format!("--job-name={name}") } else { a.clone() });
+                Some((wrap.chain(agent).collect(), Backend::Slurm { job_name: name }))
+            }
+        }
+    }
+
     /// Why a task whose agent was just started waits, if it does: a Slurm job is pending until
     /// Slurm says it runs (the task is `queued` meanwhile, not `running`).
     pub fn pending_at_start(&self) -> Option<String> {
@@ -82,6 +99,11 @@ pub fn is_allocation_variable(name: &str) -> bool {
         "SLURM_OVERLAP",
     ];
     name.starts_with("SLURM_JOB_") || name.starts_with("SLURM_STEP_") || NAMES.contains(&name)
+}
+
+/// A new name for a job of task `token`: each run of it on Slurm is found by its own.
+pub fn slurm_job_name(token: super::Token) -> String {
+    format!("agentctl-{token}-{:08x}", super::random_u64() as u32)
 }
 
 /// A pending job's reason before Slurm has given one.

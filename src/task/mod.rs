@@ -15,7 +15,9 @@ mod template;
 mod token;
 mod turn;
 
-pub use backend::{Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable};
+pub use backend::{
+    Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable, slurm_job_name,
+};
 pub use budget::{Budget, Spend};
 pub use containment::{Bytes, Containment, Limits, TaskCgroup};
 pub use duration::{MAX_DURATION, duration_from_secs, parse_duration};

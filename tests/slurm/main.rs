@@ -10,6 +10,8 @@ use std::process::Command;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
+mod conversations;
+
 use common::{Home, alive, wait_until};
 use serde_json::Value;
 

@@ -60,7 +60,7 @@ impl Prepare for Submit {
         cwd: &Path,
         deadline_ms: Option<u64>,
     ) -> (Vec<String>, Place) {
-        let job_name = format!("agentctl-{token}-{:08x}", crate::task::random_u64() as u32);
+        let job_name = crate::task::slurm_job_name(token);
         let srun = program.to_string_lossy();
         let argv = self.0.srun_argv(&srun, &job_name, &cwd.to_string_lossy(), deadline_ms, &argv);
         (argv, Place::Slurm { job_name })
