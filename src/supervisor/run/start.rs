@@ -188,6 +188,8 @@ impl Supervisor {
         let follow = Follow::of(&spec, store.seen_path(token)).map(|f| f.for_turn(rec.run_start, rec.earlier_usage()));
         let opened =
             LogWatch::open(&log_path, store.lines_path(token), follow).and_then(|l| Ok((l.open_for_agent()?, l)));
+        // Taken before the agent runs: its run time is never counted short.
+        let spawning_at = unix_ms(SystemTime::now());
         let spawned = match opened {
             Ok((output, log)) => Input::for_run(&spec).and_then(|(input, stdin)| {
                 let cgroup = contained.as_ref().map(|c| &c.made.cgroup);
@@ -210,7 +212,7 @@ impl Supervisor {
             pid: child.as_raw(),
             supervisor_pid: std::process::id() as i32,
             sid: nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0),
-            at_ms: unix_ms(SystemTime::now()),
+            at_ms: spawning_at,
         };
         rec.started = Some(started.clone());
         store.write_record(&rec)?;
