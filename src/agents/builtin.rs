@@ -98,7 +98,7 @@ mod tests {
     use crate::task::{ResultFrom, Vars};
 
     fn argv(role: &str, question: &str) -> Vec<String> {
-        let vars = Vars { role, question, question_file: "/q", result_file: "/r", token: "t" };
+        let vars = Vars { role, question, question_file: "/q", result_file: "/r", token: "t", ..Vars::default() };
         for_role(role).unwrap().render(&vars).unwrap()
     }
 

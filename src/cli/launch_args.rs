@@ -50,6 +50,12 @@ pub struct LaunchArgs {
     /// … once its model calls (turns) pass this many
     #[arg(long, value_name = "N")]
     pub budget_turns: Option<u64>,
+    /// Start it once these tasks have ended, if each completed (else it ends cancelled, never run)
+    #[arg(long, value_name = "TOKEN,…", value_delimiter = ',')]
+    pub after: Vec<String>,
+    /// With --after: start it whatever they ended as
+    #[arg(long, requires = "after")]
+    pub after_any_end: bool,
 }
 
 #[derive(Debug, Args)]
@@ -65,10 +71,10 @@ pub struct AskArgs {
     #[arg(required_unless_present_any = ["to", "fork"])]
     pub question: Option<String>,
     /// Go on with ended task TOKEN's conversation: its agent's session resumed, as its next turn
-    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["cwd", "worktree", "base", "pool", "session", "timeout"])]
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["cwd", "worktree", "base", "pool", "session", "timeout", "after"])]
     pub to: Option<String>,
     /// Start a new task from a copy of ended task TOKEN's conversation (the original goes on unchanged)
-    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["to", "cwd", "worktree", "base", "session"])]
+    #[arg(long, value_name = "TOKEN", conflicts_with_all = ["to", "cwd", "worktree", "base", "session", "after"])]
     pub fork: Option<String>,
     #[command(flatten)]
     pub wait: WaitArgs,

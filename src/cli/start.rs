@@ -84,6 +84,8 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
         pool: l.pool.clone(),
         budget: Budget { usd: l.budget_usd, tokens: l.budget_tokens, turns: l.budget_turns },
         from: None,
+        after: l.after.iter().map(|t| Token::parse(t.trim())).collect::<Result<_>>()?,
+        after_any_end: l.after_any_end,
     })
 }
 

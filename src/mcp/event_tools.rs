@@ -90,7 +90,7 @@ impl EventResult {
 impl AgentctlServer {
     #[tool(
         description = "The next event of your session, waiting up to {max_wait}: task_finished (with the answer), \
-                       or a task's message or question. Each comes once; on timeout, call again.",
+                       or a task's message or question. Each comes once.",
         annotations(title = "Wait for an event", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = false),
         output_schema = schema_for_output::<EventResult>()
     )]

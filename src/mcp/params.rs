@@ -28,24 +28,30 @@ pub struct LaunchOptions {
     /// Return the token at once.
     #[serde(default, rename = "async")]
     pub run_async: bool,
-    /// Seconds to wait for the answer (default {hybrid_wait}).
+    /// Wait N s for the answer (default {hybrid_wait}).
     pub wait_secs: Option<f64>,
     /// Working directory.
     pub cwd: Option<String>,
-    /// Halt it (`expired`) after this many seconds.
+    /// Halt it (`expired`) after N s.
     pub timeout_secs: Option<f64>,
     /// Session told of its end (default: yours).
     pub session: Option<String>,
     #[serde(default)]
     #[schemars(schema_with = "budget_schema")]
     pub budget: Option<Budget>,
+    /// Tokens: start once each completed.
+    #[serde(default)]
+    pub after: Vec<String>,
+    /// …or once each ended.
+    #[serde(default)]
+    pub after_any_end: bool,
 }
 
 /// A budget's schema, short: every client reads it, and a model pays for each byte.
 fn budget_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
-        "description": "Halt it (`over_budget`) once it spends more.",
+        "description": "Spend limit: halted `over_budget` past it.",
         "properties": {"usd": {"type": "number"}, "tokens": {"type": "integer"}, "turns": {"type": "integer"}}
     })
 }
@@ -114,17 +120,17 @@ pub struct HaltParams {
     /// The task's token.
     #[serde(deserialize_with = "token_text")]
     pub token: String,
-    /// Seconds from SIGTERM to SIGKILL (default 5).
+    /// SIGTERM to SIGKILL, in s.
     pub grace_secs: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct ListParams {
-    /// Only tasks with this status (running, completed, failed…).
+    /// running, completed, failed…
     pub status: Option<String>,
     /// Only tasks of this role.
     pub role: Option<String>,
-    /// Most tasks to return (default 50).
+    /// Most to return.
     pub limit: Option<usize>,
     /// The previous page's next_cursor.
     pub cursor: Option<String>,
@@ -141,9 +147,9 @@ pub struct LogsParams {
     pub offset: Option<u64>,
     /// Lines from offset (default 200).
     pub limit: Option<u64>,
-    /// First character of line offset: a page's next_column.
+    /// A page's next_column.
     pub column: Option<u64>,
-    /// Read the task's whole final answer instead of its output.
+    /// Its whole answer instead of its output.
     #[serde(default)]
     pub summary: bool,
     /// Keep escape sequences.
@@ -277,6 +283,8 @@ impl LaunchOptions {
             pool: None,
             budget: self.budget.unwrap_or_default(),
             from: None,
+            after: self.after.iter().map(|t| Token::parse(t)).collect::<Result<_>>()?,
+            after_any_end: self.after_any_end,
         };
         Ok(LaunchRequest { launch, capped })
     }

@@ -108,8 +108,8 @@ fn settle(schema: &JsonObject, max: MaxWait) -> Arc<JsonObject> {
 }
 
 /// Make an input schema short, for every client reads it (and a model pays for each byte):
-/// no `$schema`, an optional parameter typed as itself rather than "it or null", no
-/// `default: null`.
+/// no `$schema`, an optional parameter typed as itself rather than "it or null", no default
+/// that is nothing (`null`, `false`, `[]`: what leaving the parameter out means anyway).
 fn compact(schema: &mut Value) {
     let Value::Object(map) = schema else { return };
     map.remove("$schema");
@@ -120,7 +120,9 @@ fn compact(schema: &mut Value) {
         if required.iter().any(|r| r == name.as_str()) {
             continue;
         }
-        if p.get("default") == Some(&Value::Null) {
+        let nothing =
+            |v: &Value| matches!(v, Value::Null | Value::Bool(false)) || v.as_array().is_some_and(Vec::is_empty);
+        if p.get("default").is_some_and(nothing) {
             p.remove("default");
         }
         if let Some(Value::Array(types)) = p.get("type")

@@ -41,7 +41,7 @@ this server. `ask` (role, question) answers in the call if the task ends within 
 returns its token (an MCP task if your client takes them); for slow work pass \
 async: true and start every task first. Collect with `wait_for_event` (each \
 task_finished carries an answer: N tasks, N calls) or `await` with tokens: [...] (returns when any ends). A task \
-may ask you a question (in await or wait_for_event): it waits until you `reply`. `send` messages a running task. \
+may ask you a question (in await or wait_for_event): `reply` to it. `send` messages a running task. \
 No call blocks over {max_wait}: on `timeout` or `running`, call again. `ask` with `to` (a token) goes on with an \
 ended task's conversation (`fork`: in a new task, from a copy). `halt` stops; `list`, `logs` read. Failed calls name the next tool.";
 

@@ -88,8 +88,8 @@ impl AgentctlServer {
     }
 
     #[tool(
-        description = "Ask a role's sub-agent. Answers in the call if the task ends within wait_secs (default \
-                       {hybrid_wait}, at most {max_wait}), else returns its token. Slow work: async: true.",
+        description = "Ask a role's sub-agent: its answer if it ends within wait_secs (default {hybrid_wait}, at \
+                       most {max_wait}), else its token. Slow work: async: true.",
         annotations(title = "Ask a sub-agent", read_only_hint = false, destructive_hint = false, idempotent_hint = false, open_world_hint = true),
         output_schema = schema_for_output::<TaskResult>()
     )]
@@ -118,8 +118,8 @@ impl AgentctlServer {
 
     #[tool(
         name = "await",
-        description = "Wait up to {max_wait} for a task to end and return its answer. With tokens: [...] it \
-                       returns as soon as any ends, with every one ended by then, and lists the rest as running.",
+        description = "Wait up to {max_wait} for a task's answer. With tokens: [...], returns once any ends, with \
+                       all ended by then; the rest listed as running.",
         annotations(title = "Await tasks", read_only_hint = true, destructive_hint = false, idempotent_hint = true, open_world_hint = false),
         output_schema = schema_for_output::<AwaitResult>()
     )]

@@ -13,13 +13,18 @@ use super::lost::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Durability, FileLock, Store, write_atomic};
 use crate::supervisor;
-use crate::task::{Budget, TaskRecord, Template, Token, Vars, one_line_preview};
+use crate::task::{Budget, TaskRecord, Template, Token, one_line_preview};
 
 /// How long a follow-up waits for the supervisor of the turn that just ended to exit.
 const LET_GO: Duration = Duration::from_secs(10);
 
 /// Start what `req` asks for: a new task, the next turn of an ended one, or a fork of one.
 pub async fn start(store: &Store, req: Launch) -> Result<TaskRecord> {
+    if let (Some(GoOn::Turn(t) | GoOn::Fork(t)), false) = (req.from, req.after.is_empty()) {
+        return Err(Error::Usage(format!(
+            "a follow-up or fork of task {t} goes on from its conversation at once: await the tasks first, or ask a new task with after"
+        )));
+    }
     match req.from {
         None => launch(store, req).await,
         Some(GoOn::Fork(from)) => fork(store, from, req).await,
@@ -58,13 +63,7 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     let command = spec.template.clone().unwrap_or_default();
     let template = Template { command, ..Template::default() };
     let question_file = store.question_path(&rec.role, token);
-    let argv = template.render(&Vars {
-        role: rec.role.as_str(),
-        question: &question,
-        question_file: &question_file.to_string_lossy(),
-        result_file: &store.result_path(&rec.role, token).to_string_lossy(),
-        token: token.as_str(),
-    })?;
+    let argv = super::launch::command_of(store, &template, &rec.role, token, &question, "")?;
     let mut argv = kind.resume(argv, &session, false).map_err(|why| {
         Error::Usage(format!(
             "task {token} cannot be followed up: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"

@@ -15,7 +15,8 @@ use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{
-    Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration, unix_ms,
+    After, Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration,
+    unix_ms,
 };
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
@@ -64,6 +65,10 @@ pub struct Launch {
     pub budget: Budget,
     /// An ended task whose conversation it goes on with (`ask --to`, `--fork`); none: a new one.
     pub from: Option<GoOn>,
+    /// The tasks it waits for before it starts (`--after`), and whether it starts whatever they
+    /// ended as (`--after-any-end`; else only if each completed).
+    pub after: Vec<Token>,
+    pub after_any_end: bool,
 }
 
 /// How a request goes on with an ended task's conversation.
@@ -165,13 +170,8 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         (None, None) => None,
     };
     // Render once without a token to refuse bad input before anything is created.
-    let probe = template.render(&Vars {
-        role: req.role.as_str(),
-        question: &question,
-        question_file: "",
-        result_file: "",
-        token: "000000",
-    })?;
+    let probe =
+        template.render(&Vars { role: req.role.as_str(), question: &question, token: "000000", ..Vars::default() })?;
     let path_var = template.env.get("PATH").cloned().or_else(|| std::env::var("PATH").ok()).unwrap_or_default();
     // The agent's own command, or what runs it elsewhere (srun), must be found here.
     let local = backend.program(&probe[0]);
@@ -183,6 +183,8 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         ));
     };
 
+    let after = awaited(store, &req.after)?;
+
     // Everything is checked: only now is anything created.
     store.create()?;
     let (token, lock) = store.create_task(&req.role)?;
@@ -191,13 +193,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         if template.uses_question_file() {
             write_private(&question_file, question.as_bytes())?;
         }
-        let argv = template.render(&Vars {
-            role: req.role.as_str(),
-            question: &question,
-            question_file: &question_file.to_string_lossy(),
-            result_file: &store.result_path(&req.role, token).to_string_lossy(),
-            token: token.as_str(),
-        })?;
+        let argv = command_of(store, &template, &req.role, token, &question, "")?;
         let mut argv = match &fork {
             Some(fork) => crate::agent::kind(fork.kind).resume(argv, &fork.session, true).map_err(Error::Usage)?,
             None => argv,
@@ -257,6 +253,11 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             prices: agents.prices().clone(),
             template: matches!(req.what, What::Ask { .. }).then(|| template.command.clone()),
             input,
+            after: (!after.is_empty()).then(|| After {
+                tokens: after.clone(),
+                any_end: req.after_any_end,
+                question: matches!(req.what, What::Ask { .. }).then(|| question.clone()),
+            }),
         };
         let rec = TaskRecord {
             token,
@@ -266,7 +267,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             created_at_ms: unix_ms(SystemTime::now()),
             started: None,
             ended: None,
-            queued: pool.is_some(),
+            queued: pool.is_some() || !after.is_empty(),
             retries: 0,
             retry_at_ms: None,
             rate_limited: Vec::new(),
@@ -280,6 +281,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             spend_held: None,
             frees_at_ms: None,
             turns: Vec::new(),
+            waiting_for: after.clone(),
         };
         Ok((rec, spec))
     };
@@ -303,6 +305,40 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         rec.slurm_pending = spec.backend.pending_at_start();
     }
     Ok(rec)
+}
+
+/// The tasks a new one is to wait for (`--after`), each once, in order; each must exist. (None
+/// can wait for the new one, which has no token yet: no cycle can form.)
+fn awaited(store: &Store, tokens: &[Token]) -> Result<Vec<Token>> {
+    let mut out: Vec<Token> = Vec::new();
+    for &t in tokens {
+        store.read_record(t)?;
+        if !out.contains(&t) {
+            out.push(t);
+        }
+    }
+    Ok(out)
+}
+
+/// `template`'s command for task `token` of `role` asked `question`, its files where the store
+/// keeps them; `after`: the answers of the tasks it waited for, if it did.
+pub(crate) fn command_of(
+    store: &Store,
+    template: &Template,
+    role: &Role,
+    token: Token,
+    question: &str,
+    after: &str,
+) -> Result<Vec<String>> {
+    template.render(&Vars {
+        role: role.as_str(),
+        question,
+        question_file: &store.question_path(role, token).to_string_lossy(),
+        result_file: &store.result_path(role, token).to_string_lossy(),
+        token: token.as_str(),
+        after,
+        after_file: &store.after_path(token).to_string_lossy(),
+    })
 }
 
 /// The hybrid switch: the result if the task ends within the wait, else its token and how to

@@ -35,6 +35,7 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use follow::start;
+pub(crate) use launch::command_of;
 pub use launch::{GoOn, HYBRID_WAIT, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};

@@ -93,6 +93,10 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schemars(skip)]
     pub turns: Vec<crate::task::Turn>,
+    /// The tasks it waits for before it starts (`--after`), while it does.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schemars(with = "Vec<String>")]
+    pub waiting_for: Vec<Token>,
     pub note: Option<String>,
     /// What to do next, when there is something to say.
     pub message: Option<String>,
@@ -205,6 +209,14 @@ impl TaskView {
                 if let Some(kept) = &rec.limit_kept {
                     line = format!("{line} ({kept})");
                 }
+                if !rec.waiting_for.is_empty() {
+                    let tokens: Vec<&str> = rec.waiting_for.iter().map(Token::as_str).collect();
+                    line = format!(
+                        "queued for {}: waiting for task(s) {} to end",
+                        human_duration(elapsed_ms),
+                        tokens.join(", ")
+                    );
+                }
                 if let Some(why) = &rec.spend_held {
                     let left = rec.frees_at_ms.map(|at| at.saturating_sub(unix_ms(SystemTime::now())));
                     let left = left.map(|ms| format!(" (in {})", human_duration(ms))).unwrap_or_default();
@@ -256,6 +268,7 @@ impl TaskView {
             todo,
             turn: rec.turn(),
             turns: rec.turns.clone(),
+            waiting_for: rec.waiting_for.clone(),
             note: (!note.is_empty()).then(|| note.join("; ")),
             message: None,
         })

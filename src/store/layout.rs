@@ -91,6 +91,11 @@ impl Store {
         self.home.join("tasks").join(t.as_str())
     }
 
+    /// The answers of the tasks task `t` waited for (`{after_file}`).
+    pub fn after_path(&self, t: Token) -> PathBuf {
+        self.task_dir(t).join("after.md")
+    }
+
     /// A connection to the home's database.
     pub(super) fn db(&self) -> Result<Conn<'_>> {
         self.pool.get()

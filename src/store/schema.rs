@@ -2,13 +2,14 @@
 //! the one before (the first one makes it).
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub(super) const SCHEMA_VERSION: i64 = 9;
+pub(super) const SCHEMA_VERSION: i64 = 10;
 
 /// The statement that sets where the task of the row `NEW` stands in its pool, from its other
 /// columns: none for a task that ended or has no pool; `held` for one given a place
 /// (`starting`, `running`, or queued by Slurm, which holds its job pending, or whose record
-/// cannot be read: it counts against the limit); `resting` in a rate-limited run's back-off,
-/// with no place and not in line; else `waiting` in line.
+/// cannot be read: it counts against the limit); `resting` in a rate-limited run's back-off or
+/// while it waits for other tasks (`--after`), with no place and not in line; else `waiting` in
+/// line.
 macro_rules! pool_state_kept {
     () => {
         "UPDATE tasks SET pool_state = CASE
@@ -16,13 +17,14 @@ macro_rules! pool_state_kept {
             WHEN status <> 'queued' OR NOT json_valid(record) THEN 'held'
             WHEN json_extract(record, '$.slurm_pending') IS NOT NULL THEN 'held'
             WHEN json_extract(record, '$.retry_at_ms') IS NOT NULL THEN 'resting'
+            WHEN json_extract(record, '$.waiting_for') IS NOT NULL THEN 'resting'
             ELSE 'waiting' END
         WHERE token = NEW.token;"
     };
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: [&str; 9] = [
+pub(super) const MIGRATIONS: [&str; 10] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -143,4 +145,17 @@ pub(super) const MIGRATIONS: [&str; 9] = [
     r"
     ALTER TABLE mcp_tasks ADD COLUMN turn INTEGER NOT NULL DEFAULT 1;
 ",
+    // A task waiting for others (`--after`) is out of its pool's line until they have ended.
+    concat!(
+        r"
+    DROP TRIGGER tasks_pool_state_saved;
+    DROP TRIGGER tasks_pool_state_written;
+    CREATE TRIGGER tasks_pool_state_saved AFTER INSERT ON tasks BEGIN ",
+        pool_state_kept!(),
+        r" END;
+    CREATE TRIGGER tasks_pool_state_written AFTER UPDATE OF status, record, ended_at_ms, pool ON tasks BEGIN ",
+        pool_state_kept!(),
+        r" END;
+"
+    ),
 ];

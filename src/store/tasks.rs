@@ -17,6 +17,9 @@ use crate::task::{Role, TaskRecord, TaskSpec, Token};
 /// Whether a task about to start waits for a place: its pool is full, or has a spend limit (its
 /// supervisor looks at what the pool spent first).
 fn must_queue(tx: &rusqlite::Connection, spec: &TaskSpec) -> Result<bool> {
+    if spec.after.is_some() {
+        return Ok(true);
+    }
     match &spec.pool {
         Some(pool) if pool.spend.is_some() => Ok(true),
         Some(pool) => super::pools::full(tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL)),
@@ -134,6 +137,16 @@ impl Store {
     /// Load the spec.
     pub fn read_spec(&self, t: Token) -> Result<TaskSpec> {
         self.read_json(t, "spec")
+    }
+
+    /// Save the spec of task `t` as its supervisor made it final (its command rendered again
+    /// with what it waited for).
+    pub fn write_spec(&self, t: Token, spec: &TaskSpec) -> Result<()> {
+        let what = || format!("cannot save task {t}");
+        let conn = self.db()?;
+        conn.execute("UPDATE tasks SET spec = ?2 WHERE token = ?1", params![t.as_str(), to_json(spec)?])
+            .map_err(err(what))?;
+        Ok(())
     }
 
     fn read_json<T: serde::de::DeserializeOwned>(&self, t: Token, column: &str) -> Result<T> {

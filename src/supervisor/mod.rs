@@ -2,6 +2,7 @@
 //! others talk to it, `spawn` starts the agent, `backend` is where the agent runs (one module
 //! each), `unix` holds the process-group and signal details.
 
+mod after;
 pub mod backend;
 pub mod cgroup;
 mod clients;

@@ -94,7 +94,7 @@ pub(super) fn wait_for_place(
         if let Some(pause) = calm.pause() {
             tell(&mut told);
             let until = Some(Instant::now() + pause);
-            if let Slept::Halted(why) = sleep_on(&[], None, signals, clients, place, until) {
+            if let Slept::Halted(why) = sleep_on(&[], None, signals, clients, place, until, A_PLACE) {
                 return Ok(Waited::Halted(why));
             }
         }
@@ -124,7 +124,7 @@ pub(super) fn wait_for_place(
             }
             store.close_db();
             let until = [Some(held.look_at), deadline].into_iter().flatten().min();
-            if let Slept::Halted(why) = sleep_on(&[], agents.as_mut(), signals, clients, place, until) {
+            if let Slept::Halted(why) = sleep_on(&[], agents.as_mut(), signals, clients, place, until, A_PLACE) {
                 return Ok(Waited::Halted(why));
             }
             continue;
@@ -191,7 +191,7 @@ pub(super) fn wait_for_place(
         store.close_db();
         trim_heap();
         let until = [late.as_ref().map(|&(_, at)| at), deadline].into_iter().flatten().min();
-        match sleep_on(&streams, agents.as_mut(), signals, clients, place, until) {
+        match sleep_on(&streams, agents.as_mut(), signals, clients, place, until, A_PLACE) {
             Slept::Halted(why) => return Ok(Waited::Halted(why)),
             Slept::Woke { closed } if closed.is_empty() => calm = Calm::default(),
             Slept::Woke { closed } => {
@@ -247,26 +247,26 @@ fn reached(want: Option<Request>, place: Option<usize>) -> bool {
 
 /// The pause before the next look, after looks in a row that found nothing to sleep on.
 #[derive(Default)]
-struct Calm {
+pub(super) struct Calm {
     next: Option<Duration>,
     last: Duration,
 }
 
 impl Calm {
     /// The look found nothing to sleep on: pause before the next, longer than last time.
-    fn more(&mut self) {
+    pub(super) fn more(&mut self) {
         self.last = if self.last.is_zero() { SETTLE } else { (self.last * 2).min(CALM_MAX) };
         self.next = Some(self.last);
     }
 
     /// The pause due before this look, if any.
-    fn pause(&mut self) -> Option<Duration> {
+    pub(super) fn pause(&mut self) -> Option<Duration> {
         self.next.take()
     }
 }
 
 /// Tell the launcher the task waits (once), and leave it.
-fn tell(told: &mut bool) {
+pub(super) fn tell(told: &mut bool) {
     if !*told {
         report("queued");
         if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
@@ -291,15 +291,18 @@ fn gone(store: &Store, t: Token) -> bool {
 }
 
 /// Ask `request` of task `t`'s supervisor; the connection, if one listens.
-fn connect(store: &Store, t: Token, request: Request) -> Option<UnixStream> {
+pub(super) fn connect(store: &Store, t: Token, request: Request) -> Option<UnixStream> {
     let addr = socket_addr(&store.socket_path(t)).ok()?;
     let mut stream = UnixStream::connect(&addr.path).ok()?;
     stream.write_all(request.line().as_bytes()).ok()?;
     Some(stream)
 }
 
+/// What a waiter in a pool's line waits for, as a halt's note says it.
+const A_PLACE: &str = "a place";
+
 /// How a sleep ended.
-enum Slept {
+pub(super) enum Slept {
     /// Something came: an answer or the end of a watched connection (those that closed
     /// unanswered, by index), a change to the agents file, or the time given.
     Woke { closed: Vec<usize> },
@@ -327,13 +330,14 @@ fn hear(stream: &UnixStream) -> Heard {
 
 /// Sleep until a watched connection has something (an answer, or its end), the agents file
 /// changes, or `until`, serving clients meanwhile (as a waiter at `place` in line, if known).
-fn sleep_on(
+pub(super) fn sleep_on(
     streams: &[UnixStream],
     mut agents: Option<&mut AgentsFile>,
     signals: &SignalFd,
     clients: &mut Clients,
     place: Option<usize>,
     until: Option<Instant>,
+    waits_for: &str,
 ) -> Slept {
     loop {
         // A waiter holds no place: asked, it says so at once.
@@ -367,12 +371,12 @@ fn sleep_on(
         if signalled {
             while let Ok(Some(info)) = signals.read_signal() {
                 if let Ok(s @ (Signal::SIGTERM | Signal::SIGINT)) = Signal::try_from(info.ssi_signo as i32) {
-                    return Slept::Halted(format!("the supervisor received {s} while the task waited for a place"));
+                    return Slept::Halted(format!("the supervisor received {s} while the task waited for {waits_for}"));
                 }
             }
         }
         if !clients.serve(&served).is_empty() {
-            return Slept::Halted("halted while it waited for a place; it never ran".to_owned());
+            return Slept::Halted(format!("halted while it waited for {waits_for}; it never ran"));
         }
         if changed || heard.iter().any(Option::is_some) {
             let closed = heard.iter().enumerate().filter(|(_, h)| **h == Some(Heard::Closed)).map(|(i, _)| i);

@@ -49,15 +49,24 @@ impl Backend {
     /// that runs `agent` instead, and the backend of that run: a Slurm job of a name of its own,
     /// with the same options. None when `argv` is not one this backend made.
     pub fn again(&self, argv: &[String], agent: Vec<String>, token: super::Token) -> Option<(Vec<String>, Backend)> {
+        let argv = self.instead(argv, agent)?;
         match self {
-            Backend::Local => Some((agent, Backend::Local)),
+            Backend::Local => Some((argv, Backend::Local)),
             Backend::Slurm { job_name } => {
+                let (old, name) = (format!("--job-name={job_name}"), slurm_job_name(token));
+                let argv = argv.into_iter().map(|a| if a == old { format!("--job-name={name}") } else { a }).collect();
+                Some((argv, Backend::Slurm { job_name: name }))
+            }
+        }
+    }
+
+    /// `argv` (as this backend made it) running `agent` instead of the command it was made for.
+    pub fn instead(&self, argv: &[String], agent: Vec<String>) -> Option<Vec<String>> {
+        match self {
+            Backend::Local => Some(agent),
+            Backend::Slurm { .. } => {
                 let joined = argv.windows(JOIN_STDERR.len()).position(|w| w == JOIN_STDERR)? + JOIN_STDERR.len();
-                let name = slurm_job_name(token);
-                let old = format!("--job-name={job_name}");
-                let wrap =
-                    argv[..joined].iter().map(|a| if *a == old { format!("--job-name={name}") } else { a.clone() });
-                Some((wrap.chain(agent).collect(), Backend::Slurm { job_name: name }))
+                Some(argv[..joined].iter().cloned().chain(agent).collect())
             }
         }
     }

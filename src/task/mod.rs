@@ -1,5 +1,6 @@
 //! The pure domain: validated names, what a task is asked to run, and the states it goes through.
 
+mod after;
 mod backend;
 mod budget;
 mod containment;
@@ -15,6 +16,7 @@ mod template;
 mod token;
 mod turn;
 
+pub use after::{After, Awaited, answers};
 pub use backend::{
     Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable, slurm_job_name,
 };

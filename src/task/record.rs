@@ -69,6 +69,10 @@ pub struct TaskRecord {
     /// current turn's, its usage the whole conversation's.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub turns: Vec<super::Turn>,
+    /// The tasks it still waits for before it starts (`--after`): it is `queued`, out of its
+    /// pool's line, meanwhile.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waiting_for: Vec<Token>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -215,6 +219,7 @@ mod tests {
             spend_held: None,
             frees_at_ms: None,
             turns: Vec::new(),
+            waiting_for: Vec::new(),
         }
     }
 

@@ -62,6 +62,9 @@ pub struct TaskSpec {
     /// until it has answered them all. None: its stdin is empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<String>,
+    /// The tasks it waits for before it starts (`--after`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<super::After>,
 }
 
 impl TaskSpec {

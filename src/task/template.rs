@@ -105,12 +105,16 @@ impl From<ResultFrom> for String {
 }
 
 /// The values placeholders stand for.
+#[derive(Default)]
 pub struct Vars<'a> {
     pub role: &'a str,
     pub question: &'a str,
     pub question_file: &'a str,
     pub result_file: &'a str,
     pub token: &'a str,
+    /// The answers of the tasks it waited for (`--after`), and the file that holds them.
+    pub after: &'a str,
+    pub after_file: &'a str,
 }
 
 impl Template {
@@ -191,7 +195,8 @@ impl Template {
 }
 
 /// The placeholders a template's command may hold.
-pub const PLACEHOLDERS: [&str; 5] = ["{role}", "{question}", "{question_file}", "{result_file}", "{token}"];
+pub const PLACEHOLDERS: [&str; 7] =
+    ["{role}", "{question}", "{question_file}", "{result_file}", "{token}", "{after}", "{after_file}"];
 
 /// `{word}` at the start of `s`, for a lowercase word: what a placeholder looks like.
 fn word_at(s: &str) -> Option<&str> {
@@ -297,6 +302,8 @@ fn substitute(arg: &str, vars: &Vars<'_>) -> String {
             Some("{question_file}") => Some(vars.question_file),
             Some("{result_file}") => Some(vars.result_file),
             Some("{token}") => Some(vars.token),
+            Some("{after}") => Some(vars.after),
+            Some("{after_file}") => Some(vars.after_file),
             _ => None,
         };
         match (value, word_at(after)) {
@@ -319,7 +326,14 @@ mod tests {
     use super::*;
 
     fn vars(q: &str) -> Vars<'_> {
-        Vars { role: "reviewer", question: q, question_file: "/h/q.md", result_file: "/h/r.md", token: "abc123" }
+        Vars {
+            role: "reviewer",
+            question: q,
+            question_file: "/h/q.md",
+            result_file: "/h/r.md",
+            token: "abc123",
+            ..Vars::default()
+        }
     }
 
     #[test]

@@ -160,7 +160,7 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (9, 7));
+    assert_eq!((version, indexes), (10, 7));
     // An MCP task handed out before turns were kept stands for the first turn.
     let turn: i64 = db
         .query_row("SELECT dflt_value FROM pragma_table_info('mcp_tasks') WHERE name = 'turn'", [], |r| {

@@ -1,5 +1,6 @@
 //! Integration tests: the built `agentctl` binary against real processes and a temp home.
 
+mod after;
 mod common;
 mod conventions;
 mod conversation;

@@ -53,6 +53,7 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         todo: Vec::new(),
         turn: 1,
         turns: Vec::new(),
+        waiting_for: Vec::new(),
         note: None,
         message: None,
     }

@@ -15,6 +15,7 @@ use nix::unistd::{ForkResult, fork};
 use super::{Contained, Supervisor};
 use crate::error::{IoContext, Result};
 use crate::store::Store;
+use crate::supervisor::after::wait_for_tasks;
 use crate::supervisor::backend;
 use crate::supervisor::cgroup::{self, NoCgroup};
 use crate::supervisor::clients::Clients;
@@ -111,7 +112,7 @@ impl Supervisor {
         let signals = SignalFd::with_flags(&mask, SfdFlags::SFD_NONBLOCK | SfdFlags::SFD_CLOEXEC)
             .ctx(|| "cannot create a signalfd".into())?;
 
-        let (mut rec, spec) = match task {
+        let (mut rec, mut spec) = match task {
             Task::Unsaved(given) => match store.save_start(&given.0, &given.1) {
                 Ok(queued) => {
                     let (mut rec, spec) = *given;
@@ -138,9 +139,13 @@ impl Supervisor {
                 return Ok(None);
             }
         };
-        // Its place in its pool first; a halt while it waits ends it without a run.
-        // Its deadline counts from its start.
-        match wait_for_place(&store, &mut rec, &spec, &signals, &mut clients, None) {
+        // The tasks it waits for first, then its place in its pool; a halt while it waits ends
+        // it without a run. Its deadline counts from its start.
+        let waited = wait_for_tasks(&store, &mut rec, &mut spec, &signals, &mut clients).and_then(|w| match w {
+            Waited::Placed => wait_for_place(&store, &mut rec, &spec, &signals, &mut clients, None),
+            ended => Ok(ended),
+        });
+        match waited {
             Ok(Waited::Placed) => {}
             Ok(waited @ (Waited::Halted(_) | Waited::Expired)) => {
                 let (outcome, why) = match waited {
