@@ -12,7 +12,9 @@ use serde::Deserialize;
 
 use crate::agent::{AgentKind, Prices};
 use crate::error::{Error, Result};
-use crate::task::{BackendKind, Budget, Bytes, Limits, Role, SlurmSettings, Spend, Template};
+use crate::task::{
+    BackendKind, Budget, Bytes, HOOK_LIMIT, Hook, Limits, Role, SlurmSettings, Spend, Template, parse_duration,
+};
 
 pub use builtin::KINDS as BUILTIN_KINDS;
 
@@ -27,6 +29,17 @@ struct AgentsFile {
     /// `[prices."MODEL"]`: what a model's tokens cost, for agents that report tokens only.
     #[serde(default)]
     prices: Prices,
+    /// `[hooks]`: what runs at every task's end, unless its template or pool says.
+    #[serde(default)]
+    hooks: Hooks,
+}
+
+/// `[hooks]`: the home's `on_end` command, and how long any hook may run.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Hooks {
+    on_end: Option<Vec<String>>,
+    timeout: Option<String>,
 }
 
 /// `[pools.NAME]`: how many of the pool's tasks run at once.
@@ -47,6 +60,8 @@ pub struct PoolSettings {
     pub budget: Option<Budget>,
     /// What its tasks may spend together over a sliding window; past it, new tasks wait.
     pub spend: Option<Spend>,
+    /// A command run once for every end of its tasks, unless their template has its own.
+    pub on_end: Option<Vec<String>>,
 }
 
 fn default_parallel() -> u32 {
@@ -157,6 +172,15 @@ impl Agents {
         own.or(template.budget.unwrap_or_default()).or(pool)
     }
 
+    /// The hook a task of `template` in `pool` runs at its end: the template's `on_end`, else
+    /// its pool's, else `[hooks]`'s; bounded by `[hooks] timeout` (checked at load).
+    pub fn hook(&self, template: &Template, pool: &str) -> Option<Hook> {
+        let pool = self.file.pools.get(pool).and_then(|p| p.on_end.clone());
+        let argv = template.on_end.clone().or(pool).or_else(|| self.file.hooks.on_end.clone())?;
+        let limit = self.file.hooks.timeout.as_deref().and_then(|t| parse_duration(t).ok()).unwrap_or(HOOK_LIMIT);
+        Some(Hook { argv, limit_ms: limit.as_millis() as u64 })
+    }
+
     /// The prices of `[prices]`, by model.
     pub fn prices(&self) -> &Prices {
         &self.file.prices
@@ -228,6 +252,7 @@ impl Agents {
             && self.file.agents.is_empty()
             && self.file.pools.is_empty()
             && self.file.prices.is_empty()
+            && self.file.hooks.on_end.is_none()
     }
 
     /// What `pool`'s tasks may spend together, if its section says.

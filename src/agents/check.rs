@@ -18,7 +18,22 @@ pub(super) fn file(file: &AgentsFile) -> Result<(), String> {
     for (name, pool) in &file.pools {
         self::pool(name, pool)?;
     }
+    if let Some(t) = &file.hooks.timeout {
+        crate::task::parse_duration(t)
+            .map_err(|e| format!("[hooks] timeout: {}", e.message(crate::error::Frontend::Cli)))?;
+    }
+    hook(file.hooks.on_end.as_deref(), "[hooks]")?;
     prices(&file.prices)
+}
+
+/// An `on_end` command: a program, with its arguments.
+fn hook(argv: Option<&[String]>, section: &str) -> Result<(), String> {
+    match argv {
+        Some(argv) if argv.first().is_none_or(|p| p.is_empty()) => Err(format!(
+            "{section} on_end is empty; give the command to run at each task's end, like on_end = [\"notify-send\", \"agentctl\"]"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A template's limits, placeholders, timeout and budget.
@@ -26,6 +41,7 @@ fn template(t: &Template, section: &str) -> Result<(), String> {
     t.limits(section)?;
     t.check_placeholders(section)?;
     t.check_timeout(section)?;
+    hook(t.on_end.as_deref(), section)?;
     t.budget.map_or(Ok(()), |b| b.check(section))
 }
 
@@ -40,6 +56,7 @@ fn pool(name: &str, pool: &PoolSettings) -> Result<(), String> {
     if let Some(spend) = &pool.spend {
         spend.window(&section)?;
     }
+    hook(pool.on_end.as_deref(), &section)?;
     pool.budget.map_or(Ok(()), |b| b.check(&section))
 }
 

@@ -133,3 +133,24 @@ fn bad_files_are_usage_errors() {
     assert!(Agents::load(dir.path(), Some(&p)).is_err());
     assert!(Agents::load(dir.path(), Some(&dir.path().join("missing.toml"))).is_err());
 }
+
+#[test]
+fn a_tasks_hook_is_its_templates_else_its_pools_else_the_homes() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("agents.toml"),
+        "[hooks]\non_end = [\"home\"]\ntimeout = \"5s\"\n[pools.p]\non_end = [\"pool\"]\n\
+         [agents.own]\ncommand = [\"x\"]\non_end = [\"own\", \"arg\"]\n[agents.plain]\ncommand = [\"x\"]\n",
+    )
+    .unwrap();
+    let a = Agents::load(dir.path(), None).unwrap();
+    let t = |r: &str| a.resolve(&Role::parse(r).unwrap()).template;
+    let hook = |r: &str, pool: &str| a.hook(&t(r), pool).map(|h| (h.argv, h.limit_ms));
+    assert_eq!(hook("own", "p"), Some((vec!["own".to_owned(), "arg".to_owned()], 5000)));
+    assert_eq!(hook("plain", "p"), Some((vec!["pool".to_owned()], 5000)));
+    assert_eq!(hook("plain", "default"), Some((vec!["home".to_owned()], 5000)));
+    assert_eq!(Agents::default().hook(&t("plain"), "p"), None);
+    std::fs::write(dir.path().join("agents.toml"), "[hooks]\ntimeout = \"soon\"\n").unwrap();
+    let e = Agents::load(dir.path(), None).unwrap_err().to_string();
+    assert!(e.contains("[hooks] timeout"), "{e}");
+}

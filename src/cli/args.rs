@@ -155,6 +155,9 @@ pub enum Command {
     /// Internal: the per-task supervisor (started by ask/run)
     #[command(name = "__supervise", hide = true)]
     Supervise(TokenArgs),
+    /// Internal: run an ended task's on_end hook
+    #[command(name = "__hook", hide = true)]
+    Hook(TokenArgs),
 }
 
 #[derive(Debug, Args)]

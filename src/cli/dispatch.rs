@@ -47,11 +47,13 @@ pub fn main() -> ExitCode {
         }
     };
     let out = Out { json: cli.json, home_flag: cli.home.clone(), colour: super::term::colour(cli.color) };
-    if let Command::Supervise(args) = &cli.command {
-        // Before any runtime exists: the supervisor forks and must be single-threaded.
-        return match (resolve_home(cli.home.clone()), Token::parse(&args.token)) {
-            (Ok(home), Ok(token)) => crate::supervisor::supervise(&home, token),
-            (Err(e), _) | (_, Err(e)) => out.error(&e),
+    if let Command::Supervise(args) | Command::Hook(args) = &cli.command {
+        // Before any runtime exists: the supervisor and a hook's runner fork, and must be
+        // single-threaded.
+        return match (resolve_home(cli.home.clone()), Token::parse(&args.token), &cli.command) {
+            (Ok(home), Ok(token), Command::Supervise(_)) => crate::supervisor::supervise(&home, token),
+            (Ok(home), Ok(token), _) => ops::run_hook(&home, token),
+            (Err(e), _, _) | (_, Err(e), _) => out.error(&e),
         };
     }
     let runtime = match &cli.command {
@@ -279,7 +281,9 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             crate::mcp::serve(Store::open(&home)?, options).await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Supervise(_) => Err(Error::Internal("__supervise is handled before the runtime starts".into())),
+        Command::Supervise(_) | Command::Hook(_) => {
+            Err(Error::Internal("__supervise and __hook are handled before the runtime starts".into()))
+        }
         Command::Completions(c) => {
             super::complete::script(c.shell, &mut std::io::stdout().lock())?;
             Ok(ExitCode::SUCCESS)

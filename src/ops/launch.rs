@@ -15,8 +15,8 @@ use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{
-    After, Budget, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview, parse_duration,
-    unix_ms,
+    After, Budget, HookState, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview,
+    parse_duration, unix_ms,
 };
 
 /// The most characters of a question (or command) a task keeps for listings, which cut it
@@ -151,6 +151,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
     // The template's choice, else its pool's (a nested task's too).
     let (pool_kind, pool_slurm) = agents.pool_backend(&pool_name);
     let budget = agents.budget(req.budget, &template, &pool_name);
+    let hook = agents.hook(&template, &pool_name);
     let backend = supervisor::backend::prepare(&template, (&pool_name, pool_kind, pool_slurm));
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
@@ -253,6 +254,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             prices: agents.prices().clone(),
             template: matches!(req.what, What::Ask { .. }).then(|| template.command.clone()),
             input,
+            on_end: hook.clone(),
             after: (!after.is_empty()).then(|| After {
                 tokens: after.clone(),
                 any_end: req.after_any_end,
@@ -282,6 +284,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             frees_at_ms: None,
             turns: Vec::new(),
             waiting_for: after.clone(),
+            hook: hook.as_ref().map(|_| HookState::Due),
         };
         Ok((rec, spec))
     };

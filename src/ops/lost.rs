@@ -10,6 +10,8 @@ use crate::task::{LockNote, Outcome, TaskRecord, Token};
 pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     let rec = store.read_record(token)?;
     if rec.status().is_final() {
+        // Its end recorded, and its supervisor gone before it started the hook: start it.
+        super::hook::start_orphaned_hook(store, &rec);
         return Ok(rec);
     }
     // The supervisor holds this lock for its whole life: getting it means it is gone.
@@ -65,7 +67,9 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         let Some(ended) = rec.ended.as_mut() else { return Err(e) };
         let note = ended.note.get_or_insert_with(String::new);
         note.push_str(&format!("; this could not be recorded in the home: {e}"));
+        return Ok(rec);
     }
+    super::start_hook(store, &rec);
     Ok(rec)
 }
 

@@ -14,6 +14,7 @@ mod blocking;
 mod converse;
 mod events;
 mod follow;
+mod hook;
 mod launch;
 mod lost;
 mod own_path;
@@ -35,6 +36,7 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use follow::start;
+pub use hook::{run_detached as run_hook, start_hook};
 pub(crate) use launch::command_of;
 pub use launch::{GoOn, HYBRID_WAIT, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;

@@ -14,6 +14,7 @@ mod events;
 pub mod files;
 mod finish;
 mod home;
+mod hooks;
 mod layout;
 mod legacy;
 mod lock;

@@ -73,6 +73,9 @@ pub struct TaskRecord {
     /// pool's line, meanwhile.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub waiting_for: Vec<Token>,
+    /// Its `on_end` hook, if it has one: due once its record is final, then run once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook: Option<super::HookState>,
 }
 
 fn is_zero<T: Default + PartialEq>(n: &T) -> bool {
@@ -220,6 +223,7 @@ mod tests {
             frees_at_ms: None,
             turns: Vec::new(),
             waiting_for: Vec::new(),
+            hook: None,
         }
     }
 

@@ -65,6 +65,9 @@ pub struct TaskSpec {
     /// The tasks it waits for before it starts (`--after`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<super::After>,
+    /// The command run once its end is recorded (`on_end`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_end: Option<super::Hook>,
 }
 
 impl TaskSpec {

@@ -49,6 +49,8 @@ pub struct Template {
     /// unset: its pool's choice, else `local`.
     pub backend: Option<BackendKind>,
     pub slurm: Option<SlurmSettings>,
+    /// A command run once for every end of its tasks.
+    pub on_end: Option<Vec<String>>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.

@@ -9,6 +9,7 @@ mod events;
 mod followups;
 mod halting;
 mod home;
+mod hooks;
 mod launching;
 mod listing;
 mod load;

@@ -138,6 +138,7 @@ impl Supervisor {
         }
         let _ = std::fs::remove_file(self.store.socket_path(self.rec.token));
         self.clients.answer(|_| true);
+        crate::ops::start_hook(&self.store, &self.rec);
         self.store.checkpoint();
     }
 }

@@ -157,6 +157,7 @@ impl Supervisor {
                 }
                 let _ = std::fs::remove_file(&socket_path);
                 clients.answer(|_| true);
+                crate::ops::start_hook(&store, &rec);
                 return Ok(None);
             }
             Err(e) => {
@@ -258,6 +259,7 @@ fn refuse_start(store: &Store, rec: &mut TaskRecord, spec: &TaskSpec, error: Str
     let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) };
     let saved = store.finish(rec, outcome, None, None, Some(&spec.result));
     report(&format!("error {error}"));
+    crate::ops::start_hook(store, rec);
     saved
 }
 
