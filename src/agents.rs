@@ -260,6 +260,11 @@ impl Agents {
         self.file.pools.get(pool).and_then(|p| p.spend.clone())
     }
 
+    /// The pools the file defines, by name.
+    pub fn pool_names(&self) -> Vec<&str> {
+        self.file.pools.keys().map(String::as_str).collect()
+    }
+
     /// The `parallel` of `pool`'s own section, if the file has one.
     pub fn defined_parallel(&self, pool: &str) -> Option<u32> {
         self.file.pools.get(pool).map(|p| p.parallel)

@@ -140,7 +140,12 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let role = l.role.as_deref().map(Role::parse).transpose()?;
             let filter = ListFilter { status, role, offset: l.offset, limit: l.limit, before: None };
             // Newest first, as every listing (top, MCP `list`, prune) shows tasks.
-            let listing = ops::list(&Store::existing(&home)?, &filter)?;
+            let store = Store::existing(&home)?;
+            let listing = ops::list(&store, &filter)?;
+            // An agents file that cannot be read now lists no pools: the tasks still come.
+            let pools = crate::agents::Agents::load(&home, agents.as_deref())
+                .and_then(|a| ops::capacity(&store, &a))
+                .unwrap_or_default();
             let next = listing.more.then(|| l.offset + listing.tasks.len());
             let mut again = String::from("agentctl list");
             for (flag, value) in [("--status", &l.status), ("--role", &l.role)] {
@@ -151,7 +156,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             if let (Some(limit), Some(n)) = (l.limit, next) {
                 again.push_str(&format!(" --limit {limit} --offset {n}"));
             }
-            out.list(&listing.tasks, next, &again);
+            out.list(&listing.tasks, &pools, next, &again);
             Ok(ExitCode::SUCCESS)
         }
         Command::Logs(l) => {

@@ -154,9 +154,9 @@ impl Out {
 
     /// Print a page of tasks; `next` is the offset of the next (older) page, if there is one,
     /// and `again` the command that shows it.
-    pub fn list(&self, views: &[TaskView], next: Option<usize>, again: &str) {
+    pub fn list(&self, views: &[TaskView], pools: &[ops::PoolCapacity], next: Option<usize>, again: &str) {
         if self.json {
-            print_json(&json!({ "tasks": views, "count": views.len(), "next_offset": next }));
+            print_json(&json!({ "tasks": views, "count": views.len(), "next_offset": next, "pools": pools }));
             return;
         }
         if next.is_some() {
@@ -168,6 +168,9 @@ impl Out {
             return;
         }
         let _ = super::table::write(&mut w, views, super::term::width(), self.colour);
+        for p in pools.iter().filter(|p| p.running + p.queued > 0 || p.spend.is_some()) {
+            let _ = writeln!(w, "{}", p.line());
+        }
     }
 
     /// Print what the tasks of a window spent.

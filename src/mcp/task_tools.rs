@@ -22,6 +22,9 @@ use crate::task::{Status, Token, one_line_preview};
 struct TaskList {
     tasks: Vec<TaskRow>,
     count: usize,
+    /// Each pool's places, running and queued tasks, and spend: what it can take now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pools: Vec<ops::PoolCapacity>,
     /// Pass as `cursor` for the next (older) page; absent on the last page.
     #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<String>,
@@ -217,6 +220,10 @@ impl AgentctlServer {
         output_schema = schema_for_output::<TaskList>()
     )]
     async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
+        // An agents file that cannot be read now lists no pools: the tasks still come.
+        let agents =
+            crate::agents::Agents::load(self.store.home(), self.options.agents_file.as_deref()).unwrap_or_default();
+        let pools = ops::capacity(&self.store, &agents).unwrap_or_default();
         answer(
             p.filter()
                 .and_then(|f| ops::list(&self.store, &f))
@@ -245,8 +252,8 @@ impl AgentctlServer {
                     result::shrink_to_fit(self.options.budget, all, all.min(1), |n| {
                         let more = listing.more || n < all;
                         let next_cursor = more.then(|| n.checked_sub(1).and_then(|i| listing.cursor(i))).flatten();
-                        let text = list_text(&rows[..n], next_cursor.as_deref());
-                        Ok((TaskList { count: n, next_cursor, tasks: rows[..n].to_vec() }, text))
+                        let text = list_text(&rows[..n], next_cursor.as_deref(), &pools);
+                        Ok((TaskList { count: n, next_cursor, tasks: rows[..n].to_vec(), pools: pools.clone() }, text))
                     })
                 })
                 .and_then(|r| r),
@@ -289,7 +296,7 @@ fn page_text(page: &LogPage, summary: bool) -> String {
 }
 
 /// `list`'s readable copy: a line per task, and how to page on.
-fn list_text(rows: &[TaskRow], next: Option<&str>) -> String {
+fn list_text(rows: &[TaskRow], next: Option<&str>, pools: &[ops::PoolCapacity]) -> String {
     if rows.is_empty() {
         return "no tasks".to_owned();
     }
@@ -308,5 +315,6 @@ fn list_text(rows: &[TaskRow], next: Option<&str>) -> String {
     if let Some(cursor) = next {
         text.push(format!("[older tasks: call list with cursor {cursor}]"));
     }
+    text.extend(pools.iter().map(ops::PoolCapacity::line));
     text.join("\n")
 }

@@ -11,6 +11,7 @@
 
 mod agents;
 mod blocking;
+mod capacity;
 mod converse;
 mod events;
 mod follow;
@@ -30,6 +31,7 @@ mod watch;
 
 pub use crate::store::SpendBy;
 pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
+pub use capacity::{PoolCapacity, PoolSpend, capacity};
 pub use converse::{Asked, Sent, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,

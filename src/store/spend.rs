@@ -27,6 +27,21 @@ pub struct Spent {
 }
 
 impl Store {
+    /// The open tasks of each pool: how many hold a place, and how many wait for one (those
+    /// resting or waiting for other tasks count as waiting).
+    pub fn pool_counts(&self) -> Result<std::collections::HashMap<String, (u32, u32)>> {
+        let what = || "cannot count the pools' tasks".to_owned();
+        let conn = self.db()?;
+        let mut stmt = conn
+            .prepare_cached(
+                "SELECT pool, sum(pool_state = 'held'), sum(pool_state <> 'held') FROM tasks \
+                 WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL GROUP BY pool",
+            )
+            .map_err(err(what))?;
+        let rows = stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, (r.get::<_, u32>(1)?, r.get::<_, u32>(2)?))));
+        Ok(rows.map_err(err(what))?.flatten().collect())
+    }
+
     /// What pool `pool` spent since `since_ms` (ms since the epoch).
     pub fn pool_spent(&self, pool: &str, since_ms: u64) -> Result<Spent> {
         let what = || format!("cannot add up what pool `{pool}` spent");

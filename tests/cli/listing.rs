@@ -14,7 +14,7 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
 
     let r = h.run(&["list"], 0);
     let lines: Vec<&str> = r.stdout.lines().collect();
-    assert_eq!(lines.len(), 4, "{}", r.stdout);
+    assert_eq!(lines.len(), 5, "{}", r.stdout);
     for word in ["TOKEN", "ROLE", "STATUS", "ELAPSED", "LINES", "QUESTION"] {
         assert!(lines[0].contains(word), "{}", lines[0]);
     }
@@ -22,6 +22,8 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     assert!(lines[1].contains(&running) && lines[1].contains("running"));
     assert!(lines[2].contains("reviewer") && lines[2].contains("completed") && lines[2].contains("Is this fine?…"));
     assert!(lines[3].contains("builder") && lines[3].contains("completed") && lines[3].contains("sleep 0 built"));
+    // Then what each pool with open tasks can take.
+    assert_eq!(lines[4], "pool default: 1 of 16 running, 0 queued");
 
     // --json: newest first, whatever the status.
     let v = h.run(&["--json", "list"], 0).json();
@@ -33,6 +35,8 @@ fn list_shows_every_task_with_role_status_elapsed_lines_and_question() {
     assert_eq!(tasks[1]["question"], "Is this fine?…");
     assert!(tasks[1]["line_count"].as_u64().unwrap() >= 5);
     assert!(tasks.iter().all(|t| t["elapsed_ms"].is_u64() && t["status"].is_string()));
+
+    assert_eq!(v["pools"], serde_json::json!([{"pool": "default", "places": 16, "running": 1, "queued": 0}]));
 
     let only = h.run(&["--json", "list", "--status", "running"], 0).json();
     assert_eq!(only["count"], 1);

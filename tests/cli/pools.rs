@@ -264,3 +264,19 @@ fn an_ended_task_marked_as_holding_its_place_does_not_take_it() {
     let v = h.run_within(Duration::from_secs(30), &["--json", "await", &next], 0).json();
     assert_eq!(v["status"], "completed", "{v}");
 }
+
+#[test]
+fn list_says_what_each_pool_can_take_now() {
+    let h = Home::new();
+    pooled(&h, 1);
+    let (first, _) = ask(&h, "30");
+    let (_, second) = ask(&h, "0");
+    assert_eq!(second["status"], "queued", "{second}");
+    // One waiting for another task is queued too, out of the line.
+    h.run(&["--json", "ask", "--async", "--after", &first, "w", "0"], 0);
+    let v = h.run(&["--json", "list"], 0).json();
+    assert_eq!(v["pools"], serde_json::json!([{"pool": "two", "places": 1, "running": 1, "queued": 2}]), "{v}");
+    let text = h.run(&["list"], 0).stdout;
+    assert!(text.ends_with("pool two: 1 of 1 running, 2 queued\n"), "{text}");
+    h.run(&["halt", &first], 0);
+}

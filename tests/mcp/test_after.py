@@ -27,6 +27,9 @@ async def test_a_task_after_another_starts_with_its_answer_or_never_runs(home):
         anyway = await run({"command": echo + ["ran"], "after": [broken], "after_any_end": True})
         waiting = cli(home, "status", never)
         assert waiting["status"] == "queued" and waiting["waiting_for"] == [plan, broken], waiting
+        # What each pool can take now: two running, three waiting for them.
+        listed = (await c.call_tool("list", {})).structured_content
+        assert listed["pools"] == [{"pool": "default", "places": 16, "running": 2, "queued": 3}], listed
         unknown = await c.call_tool("run", {"command": ["true"], "after": ["abc123"]})
         assert unknown.is_error and "abc123" in unknown.content[0].text, unknown.content[0].text
         gate.write_text("")
