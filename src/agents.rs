@@ -32,6 +32,8 @@ struct AgentsFile {
     /// `[hooks]`: what runs at every task's end, unless its template or pool says.
     #[serde(default)]
     hooks: Hooks,
+    /// The memory that must be available for a task of any pool to start, unless its pool says.
+    min_available_memory: Option<Bytes>,
 }
 
 /// `[hooks]`: the home's `on_end` command, and how long any hook may run.
@@ -62,6 +64,9 @@ pub struct PoolSettings {
     pub spend: Option<Spend>,
     /// A command run once for every end of its tasks, unless their template has its own.
     pub on_end: Option<Vec<String>>,
+    /// The memory that must be available (on the machine, or in agentctl's cgroup) for one of
+    /// its tasks to start; below it, they wait.
+    pub min_available_memory: Option<Bytes>,
 }
 
 fn default_parallel() -> u32 {
@@ -258,6 +263,12 @@ impl Agents {
     /// What `pool`'s tasks may spend together, if its section says.
     pub fn pool_spend(&self, pool: &str) -> Option<Spend> {
         self.file.pools.get(pool).and_then(|p| p.spend.clone())
+    }
+
+    /// The memory that must be available for a task of `pool` to start: its own setting, else
+    /// the file's.
+    pub fn pool_min_memory(&self, pool: &str) -> Option<Bytes> {
+        self.file.pools.get(pool).and_then(|p| p.min_available_memory).or(self.file.min_available_memory)
     }
 
     /// The pools the file defines, by name.

@@ -156,6 +156,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
     let pool = (!nested).then(|| PoolRef {
         parallel: Some(agents.parallel(&pool_name)),
         spend: agents.pool_spend(&pool_name),
+        min_memory: agents.pool_min_memory(&pool_name).map(|b| b.0),
         name: pool_name,
         // The supervisor runs in `/`: the file by its absolute name.
         agents_file: agents.path().map(|p| base.join(p)),
@@ -281,6 +282,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
             limit_kept: None,
             usage: None,
             spend_held: None,
+            memory_short: None,
             frees_at_ms: None,
             turns: Vec::new(),
             waiting_for: after.clone(),

@@ -217,6 +217,9 @@ impl TaskView {
                         tokens.join(", ")
                     );
                 }
+                if let Some(why) = &rec.memory_short {
+                    line = format!("queued for {}: {why}", human_duration(elapsed_ms));
+                }
                 if let Some(why) = &rec.spend_held {
                     let left = rec.frees_at_ms.map(|at| at.saturating_sub(unix_ms(SystemTime::now())));
                     let left = left.map(|ms| format!(" (in {})", human_duration(ms))).unwrap_or_default();

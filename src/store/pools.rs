@@ -17,11 +17,17 @@ fn what() -> String {
     "cannot count the places of a pool in the store".to_owned()
 }
 
+/// What a claim asks before it takes a place: why the task may not start now, given how many of
+/// the pool's tasks are settling, and how long after its start a task settles (ms).
+pub type Admit<'a> = (&'a dyn Fn(usize) -> Option<String>, u64);
+
 /// What a queued task found when it looked for a place.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Claim {
     /// It has one: it is `starting` now.
     Granted,
+    /// A place is free, but it may not take it now (too little memory available): why.
+    Short(String),
     /// It waits.
     Waiting {
         /// The queued tasks just ahead of it, nearest first, at most `WATCHERS`: as many as
@@ -47,6 +53,11 @@ pub(super) const WRITE_RECORD: &str =
 /// `queued` by Slurm, which holds their job pending.
 pub(super) const HOLDERS: &str =
     "SELECT token FROM tasks WHERE pool = ?1 AND pool_state = 'held' AND ended_at_ms IS NULL";
+
+/// How many tasks of pool `?1` hold a place but started at `?2` or later, or not yet: their
+/// memory is not yet seen in what is available.
+pub(super) const SETTLING: &str = "SELECT count(*) FROM tasks WHERE pool = ?1 AND pool_state = 'held' \
+     AND ended_at_ms IS NULL AND coalesce(json_extract(record, '$.started.at_ms'), ?2) >= ?2";
 
 /// Where task `?1` stands, and its place in the order tasks came.
 pub(super) const OWN: &str = "SELECT pool_state, queue_seq FROM tasks WHERE token = ?1";
@@ -95,6 +106,20 @@ impl Store {
     /// one is free and no queued task but those `passing` (late to take a place freed for
     /// them: at most `WATCHERS - 1`) is ahead of it; its record says `starting` then.
     pub fn claim(&self, rec: &mut TaskRecord, pool: &str, parallel: u32, passing: &[Token]) -> Result<Claim> {
+        self.claim_with(rec, pool, parallel, passing, None)
+    }
+
+    /// `claim`, asking `admit` too before it takes a place, with how many of the pool's tasks
+    /// took theirs less than `settling_ms` ago (or have not started yet): why it may not start
+    /// now, if it may not (`Claim::Short`). Claims are one at a time, so each sees those before.
+    pub fn claim_with(
+        &self,
+        rec: &mut TaskRecord,
+        pool: &str,
+        parallel: u32,
+        passing: &[Token],
+        admit: Option<Admit<'_>>,
+    ) -> Result<Claim> {
         let conn = self.db()?;
         let tx = db::write(&conn).map_err(err(what))?;
         let own: Option<(Option<String>, Option<i64>)> = tx
@@ -115,6 +140,16 @@ impl Store {
             .prepare_cached(BEFORE)
             .and_then(|mut s| s.query_row(params![pool, seq, passed(0), passed(1), free as i64], |r| r.get(0)))
             .map_err(err(what))?;
+        if let (true, Some((admit, settling_ms))) = ((before as usize) < free, admit) {
+            let since = crate::task::unix_ms(std::time::SystemTime::now()).saturating_sub(settling_ms) as i64;
+            let settling: i64 = tx
+                .prepare_cached(SETTLING)
+                .and_then(|mut s| s.query_row(params![pool, since], |r| r.get(0)))
+                .map_err(err(what))?;
+            if let Some(why) = admit(settling as usize) {
+                return Ok(Claim::Short(why));
+            }
+        }
         if (before as usize) < free {
             rec.queued = false;
             let text = super::rows::to_json(rec)?;
@@ -247,10 +282,23 @@ mod tests {
     }
 
     #[test]
+    fn a_claim_that_admits_by_memory_counts_the_tasks_still_settling() {
+        let (_dir, store, mut tasks) = line_of(3);
+        store.finish(&mut tasks[0], crate::task::Outcome::Completed, None, None, None).unwrap();
+        // One holder left, which has not started yet: it has not taken its memory.
+        let short = |n: usize| (n >= 1).then(|| format!("{n} settling"));
+        let claimed = store.claim_with(&mut tasks[2], "p", 2, &[], Some((&short, 15_000))).unwrap();
+        assert_eq!(claimed, Claim::Short("1 settling".into()));
+        assert!(tasks[2].queued, "nothing was taken");
+        let roomy = |n: usize| (n >= 2).then(String::new);
+        assert_eq!(store.claim_with(&mut tasks[2], "p", 2, &[], Some((&roomy, 15_000))).unwrap(), Claim::Granted);
+    }
+
+    #[test]
     fn the_statements_of_a_start_search_one_index() {
         let (_dir, store, _) = line_of(3);
         let conn = store.db().unwrap();
-        for sql in [HOLDERS, OWN, BEFORE, AHEAD, TAKEN, PLACE] {
+        for sql in [HOLDERS, OWN, BEFORE, AHEAD, TAKEN, PLACE, SETTLING] {
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let n = stmt.parameter_count();
             let values: Vec<rusqlite::types::Value> = (0..n).map(|_| rusqlite::types::Value::Integer(1)).collect();

@@ -21,7 +21,7 @@ fn must_queue(tx: &rusqlite::Connection, spec: &TaskSpec) -> Result<bool> {
         return Ok(true);
     }
     match &spec.pool {
-        Some(pool) if pool.spend.is_some() => Ok(true),
+        Some(pool) if pool.spend.is_some() || pool.min_memory.is_some() => Ok(true),
         Some(pool) => super::pools::full(tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL)),
         None => Ok(false),
     }

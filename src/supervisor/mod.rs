@@ -12,6 +12,7 @@ mod input;
 mod launch;
 mod lock;
 mod logwatch;
+mod memory;
 mod pool_limit;
 mod queue;
 pub mod reach;

@@ -18,6 +18,8 @@ pub(super) struct Limit {
     pub(super) parallel: u32,
     /// What the pool's tasks may spend together, as last read.
     pub(super) spend: Option<crate::task::Spend>,
+    /// The memory that must be available for one of its tasks to start, as last read.
+    pub(super) min_memory: Option<crate::task::Bytes>,
 }
 
 impl Limit {
@@ -27,20 +29,23 @@ impl Limit {
     pub(super) fn read(&mut self, store: &Store, pool: &PoolRef) -> Option<String> {
         let name = &pool.name;
         let why = match Agents::load(store.home(), pool.agents_file.as_deref()) {
-            Ok(agents) => match agents.defined_parallel(name) {
-                Some(n) => {
-                    self.parallel = n;
-                    self.spend = agents.pool_spend(name);
-                    return None;
+            Ok(agents) => {
+                self.min_memory = agents.pool_min_memory(name);
+                match agents.defined_parallel(name) {
+                    Some(n) => {
+                        self.parallel = n;
+                        self.spend = agents.pool_spend(name);
+                        return None;
+                    }
+                    // No section is the default pool's own limit, unless one said otherwise.
+                    None if name == DEFAULT_POOL && self.parallel == DEFAULT_PARALLEL => return None,
+                    None => match agents.path() {
+                        Some(file) if agents.is_empty() => format!("agents file {} is empty now", file.display()),
+                        Some(file) => format!("agents file {} has no [pools.{name}] now", file.display()),
+                        None => "no agents file is found now".to_owned(),
+                    },
                 }
-                // No section is the default pool's own limit, unless one said otherwise.
-                None if name == DEFAULT_POOL && self.parallel == DEFAULT_PARALLEL => return None,
-                None => match agents.path() {
-                    Some(file) if agents.is_empty() => format!("agents file {} is empty now", file.display()),
-                    Some(file) => format!("agents file {} has no [pools.{name}] now", file.display()),
-                    None => "no agents file is found now".to_owned(),
-                },
-            },
+            }
             Err(e) => e.to_string(),
         };
         Some(format!(

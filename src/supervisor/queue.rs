@@ -63,6 +63,9 @@ const SETTLE: Duration = Duration::from_millis(20);
 /// task holds a place, a supervisor that refuses every request): never a loop without one.
 const CALM_MAX: Duration = Duration::from_secs(1);
 
+/// How often a task waiting for memory looks at what is available.
+const MEMORY_LOOK: Duration = Duration::from_secs(2);
+
 /// How long each waiter ahead has to take a place freed for it before the one behind takes it
 /// instead. Told at the same moment, a waiter that is alive takes it within milliseconds.
 const LATE: Duration = Duration::from_secs(2);
@@ -79,7 +82,11 @@ pub(super) fn wait_for_place(
 ) -> Result<Waited> {
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
     let mut told = false;
-    let mut limit = Limit { parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL), spend: pool.spend.clone() };
+    let mut limit = Limit {
+        parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL),
+        spend: pool.spend.clone(),
+        min_memory: pool.min_memory.map(crate::task::Bytes),
+    };
     // Watched from when it is among the first in line, before each read of the limit.
     let mut agents: Option<AgentsFile> = None;
     // Those ahead of it while a place is free that they have not taken, and when they are late.
@@ -129,17 +136,40 @@ pub(super) fn wait_for_place(
             }
             continue;
         }
-        let (ahead, holders, free) =
-            match store.claim(rec, &pool.name, limit.parallel, &std::mem::take(&mut passing))? {
-                Claim::Granted => {
-                    if rec.limit_kept.take().is_some() {
-                        store.write_record(rec)?;
-                    }
-                    clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front { .. })));
-                    return Ok(Waited::Placed);
+        // Too little memory for one more: look again every few seconds (or when the file changes).
+        let short = |settling| super::memory::short(limit.min_memory?, settling);
+        let admit = limit.min_memory.map(|_| (&short as &dyn Fn(usize) -> Option<String>, super::memory::SETTLING_MS));
+        let claimed = store.claim_with(rec, &pool.name, limit.parallel, &std::mem::take(&mut passing), admit)?;
+        if let Claim::Short(why) = claimed {
+            if rec.memory_short.as_ref() != Some(&why) {
+                rec.memory_short = Some(why);
+                store.write_record(rec)?;
+            }
+            tell(&mut told);
+            if agents.is_none()
+                && let Some(file) = pool.agents_file.as_deref()
+            {
+                agents = Some(AgentsFile::watch(file));
+            }
+            store.close_db();
+            let until = [Some(Instant::now() + MEMORY_LOOK), deadline].into_iter().flatten().min();
+            if let Slept::Halted(why) = sleep_on(&[], agents.as_mut(), signals, clients, place, until, A_PLACE) {
+                return Ok(Waited::Halted(why));
+            }
+            continue;
+        }
+        let (ahead, holders, free) = match claimed {
+            // Taken above.
+            Claim::Short(_) => continue,
+            Claim::Granted => {
+                if rec.limit_kept.take().is_some() | rec.memory_short.take().is_some() {
+                    store.write_record(rec)?;
                 }
-                Claim::Waiting { ahead, holders, free } => (ahead, holders, free),
-            };
+                clients.answer(|want| matches!(want, Some(Request::Queue | Request::Front { .. })));
+                return Ok(Waited::Placed);
+            }
+            Claim::Waiting { ahead, holders, free } => (ahead, holders, free),
+        };
         let now_at = (ahead.len() < WATCHERS).then_some(ahead.len() + 1);
         if now_at != place {
             // Moved up: those behind it that asked to hear it do.

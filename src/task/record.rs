@@ -59,6 +59,9 @@ pub struct TaskRecord {
     /// window frees (ms since the epoch; none: when the pool's running tasks end).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend_held: Option<String>,
+    /// Why it waits for memory to start (`min_available_memory`), while it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_short: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub frees_at_ms: Option<u64>,
     /// What its agent spent, as its stream said (none: unknown, or not read yet); final once
@@ -220,6 +223,7 @@ mod tests {
             limit_kept: None,
             usage: None,
             spend_held: None,
+            memory_short: None,
             frees_at_ms: None,
             turns: Vec::new(),
             waiting_for: Vec::new(),

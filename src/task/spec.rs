@@ -91,4 +91,8 @@ pub struct PoolRef {
     /// at what the pool spent before it takes a place (its supervisor reads the file again).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spend: Option<super::Spend>,
+    /// The memory (bytes) that must be available for it to start, at launch: a task of such a
+    /// pool always looks before it takes a place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_memory: Option<u64>,
 }

@@ -280,3 +280,34 @@ fn list_says_what_each_pool_can_take_now() {
     assert!(text.ends_with("pool two: 1 of 1 running, 2 queued\n"), "{text}");
     h.run(&["halt", &first], 0);
 }
+
+#[test]
+fn tasks_wait_for_memory_with_the_figures_and_start_in_order_once_the_minimum_is_lowered() {
+    let h = Home::new();
+    let write = |min: &str| {
+        let tmp = h.path().join("agents.toml.new");
+        std::fs::write(&tmp, format!("[pools.mem]\nparallel = 4\nmin_available_memory = \"{min}\"\n")).unwrap();
+        std::fs::rename(tmp, h.path().join("agents.toml")).unwrap();
+    };
+    write("100T");
+    let start = |answer: &str| {
+        let v = h.run(&["--json", "run", "--async", "--pool", "mem", "--", "echo", answer], 0).json();
+        assert_eq!(v["status"], "queued", "{v}");
+        v["token"].as_str().unwrap().to_owned()
+    };
+    let (first, second) = (start("> one"), start("> two"));
+    let mut s = serde_json::Value::Null;
+    wait_until(Duration::from_secs(30), "the task to say it waits for memory", || {
+        s = h.status(&first);
+        s["summary"].as_str().is_some_and(|t| t.contains("waiting for memory"))
+    });
+    let why = s["summary"].as_str().unwrap();
+    assert!(why.contains(" available on this machine") || why.contains(" available in agentctl's cgroup"), "{why}");
+    assert!(why.contains("its pool needs 100T free to start one"), "{why}");
+    assert_eq!(h.status(&second)["status"], "queued");
+    write("1K");
+    let ended = |t: &str| h.run(&["--json", "await", t, "--timeout", "60s"], 0).json();
+    let (a, b) = (ended(&first), ended(&second));
+    assert_eq!((a["summary"].as_str(), b["summary"].as_str()), (Some("one"), Some("two")));
+    assert!(a["started_at"].as_str() <= b["started_at"].as_str(), "in order: {a} {b}");
+}
