@@ -49,7 +49,7 @@ fn every_end_runs_the_hook_once_with_the_task_in_its_environment_and_stdin() {
     let start = |args: &[&str]| -> String {
         h.run(&[&["--json", "run", "--async"], args].concat(), 0).json()["token"].as_str().unwrap().to_owned()
     };
-    for i in 0..20 {
+    for i in 0..45 {
         let t = start(&["--", "sh", "-c", &format!("exit {}", i % 2 * 3)]);
         want.push((t, if i % 2 == 0 { "completed" } else { "failed" }));
     }

@@ -1,6 +1,7 @@
 """`after` over MCP: a task waits `queued` for others, then starts with their answers in its
 question (`{after}`); one whose prerequisite failed never runs."""
 
+import anyio
 import pytest
 from conftest import cli, connect
 
@@ -39,3 +40,31 @@ async def test_a_task_after_another_starts_with_its_answer_or_never_runs(home):
         assert done[review]["summary"] == f"Check: ── task {plan} (run), completed ──\nuse a queue", done[review]
         assert done[never]["status"] == "cancelled" and f"task {broken}" in done[never]["note"], done[never]
         assert done[anyway]["summary"] == "ran", done[anyway]
+
+
+async def test_hooks_and_memory_admission_through_mcp(home):
+    """A hook runs for a task started over MCP; a pool short of memory holds its task, and
+    `list` shows it waiting."""
+    ends = home / "ends"
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "agents.toml").write_text(
+        f'[hooks]\non_end = ["sh", "-c", "echo $AGENTCTL_TOKEN $AGENTCTL_STATUS >> {ends}"]\n'
+        '[pools.mem]\nmin_available_memory = "100T"\n'
+    )
+    async with connect(home, "--allow-run") as c:
+        done = (await c.call_tool("run", {"command": ["true"], "wait_secs": 30})).structured_content
+        assert done["status"] == "completed", done
+        for _ in range(600):
+            if ends.exists() and ends.read_text().strip():
+                break
+            await anyio.sleep(0.05)
+        assert ends.read_text() == f"{done['token']} completed\n"
+        held = cli(home, "run", "--async", "--pool", "mem", "--", "true")["token"]
+        for _ in range(600):
+            if "waiting for memory" in (cli(home, "status", held).get("summary") or ""):
+                break
+            await anyio.sleep(0.05)
+        listed = (await c.call_tool("list", {})).structured_content
+        assert {"pool": "mem", "places": 16, "running": 0, "queued": 1} in listed["pools"], listed
+        assert "waiting for memory" in cli(home, "status", held)["summary"]
+        await c.call_tool("halt", {"token": held})
