@@ -102,3 +102,21 @@ fn a_hook_past_its_limit_is_killed_and_a_missing_one_is_noted_in_the_task() {
     let r = h.run(&["run", "--", "true"], 2);
     assert!(r.stderr.contains("[hooks] on_end is empty"), "{}", r.stderr);
 }
+
+#[test]
+fn a_hook_its_supervisor_died_before_starting_is_started_by_the_next_look_once() {
+    let h = hooked();
+    let v = h.run(&["--json", "run", "--sync", "--", "true"], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    hooks_done(&h);
+    assert_eq!(lines(&h).len(), 1);
+    // As a supervisor killed between recording the end and starting the hook leaves it: due.
+    h.db()
+        .execute("UPDATE tasks SET record = json_set(record, '$.hook', 'due') WHERE token = ?1", [token.as_str()])
+        .unwrap();
+    for _ in 0..3 {
+        h.status(&token);
+    }
+    hooks_done(&h);
+    assert_eq!(lines(&h).len(), 2, "run once more, by the first look: {:?}", lines(&h));
+}
