@@ -23,6 +23,20 @@ macro_rules! pool_state_kept {
     };
 }
 
+/// The triggers that keep `pool_state` (see `pool_state_kept`) as each row is saved.
+macro_rules! pool_state_triggers {
+    () => {
+        concat!(
+            "CREATE TRIGGER tasks_pool_state_saved AFTER INSERT ON tasks BEGIN ",
+            pool_state_kept!(),
+            " END;
+    CREATE TRIGGER tasks_pool_state_written AFTER UPDATE OF status, record, ended_at_ms, pool ON tasks BEGIN ",
+            pool_state_kept!(),
+            " END;"
+        )
+    };
+}
+
 /// Migration `i` takes the schema from version `i` to `i + 1`.
 pub(super) const MIGRATIONS: [&str; 10] = [
     r"
@@ -123,12 +137,9 @@ pub(super) const MIGRATIONS: [&str; 10] = [
     DROP INDEX tasks_in_pools;
     CREATE INDEX tasks_in_pools ON tasks(pool, pool_state, queue_seq)
         WHERE pool_state IS NOT NULL AND ended_at_ms IS NULL;
-    CREATE TRIGGER tasks_pool_state_saved AFTER INSERT ON tasks BEGIN ",
-        pool_state_kept!(),
-        r" END;
-    CREATE TRIGGER tasks_pool_state_written AFTER UPDATE OF status, record, ended_at_ms, pool ON tasks BEGIN ",
-        pool_state_kept!(),
-        r" END;
+",
+        pool_state_triggers!(),
+        r"
     UPDATE tasks SET pool = pool WHERE pool IS NOT NULL AND (ended_at_ms IS NULL OR pool_state IS NOT NULL);
 "
     ),
@@ -150,12 +161,9 @@ pub(super) const MIGRATIONS: [&str; 10] = [
         r"
     DROP TRIGGER tasks_pool_state_saved;
     DROP TRIGGER tasks_pool_state_written;
-    CREATE TRIGGER tasks_pool_state_saved AFTER INSERT ON tasks BEGIN ",
-        pool_state_kept!(),
-        r" END;
-    CREATE TRIGGER tasks_pool_state_written AFTER UPDATE OF status, record, ended_at_ms, pool ON tasks BEGIN ",
-        pool_state_kept!(),
-        r" END;
+",
+        pool_state_triggers!(),
+        r"
 "
     ),
 ];
