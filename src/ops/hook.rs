@@ -13,34 +13,8 @@ use std::process::{Command, ExitCode, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::store::{FileLock, Store};
-use crate::task::{HookState, TaskRecord, Token};
-
-/// Start the hook of `rec` if it is due (its end is recorded), detached.
-pub fn start_hook(store: &Store, rec: &TaskRecord) {
-    if rec.hook != Some(HookState::Due) || !rec.status().is_final() {
-        return;
-    }
-    let Ok(exe) = std::env::current_exe() else { return };
-    let mut cmd = Command::new(exe);
-    cmd.arg("--home").arg(store.home()).args(["__hook", rec.token.as_str()]);
-    cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    // It forks at once and its first process exits: waited for here, it leaves no zombie.
-    if let Ok(mut child) = cmd.spawn() {
-        let _ = child.wait();
-    }
-}
-
-/// A task whose end is recorded, its hook still due, and its supervisor gone (it died after
-/// recording the end): start the hook its supervisor did not.
-pub fn start_orphaned_hook(store: &Store, rec: &TaskRecord) {
-    if rec.hook == Some(HookState::Due)
-        && rec.status().is_final()
-        && matches!(FileLock::try_take(&store.lock_path(rec.token)), Ok(Some(_)))
-    {
-        start_hook(store, rec);
-    }
-}
+use crate::store::Store;
+use crate::task::{TaskRecord, Token};
 
 /// `agentctl __hook TOKEN`: detach, then run the task's hook if this process is the one to.
 /// Must run while the process has one thread.

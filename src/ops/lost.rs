@@ -11,7 +11,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
     let rec = store.read_record(token)?;
     if rec.status().is_final() {
         // Its end recorded, and its supervisor gone before it started the hook: start it.
-        super::hook::start_orphaned_hook(store, &rec);
+        super::hook_start::start_orphaned_hook(store, &rec);
         return Ok(rec);
     }
     // The supervisor holds this lock for its whole life: getting it means it is gone.
@@ -69,7 +69,7 @@ pub fn refresh(store: &Store, token: Token) -> Result<TaskRecord> {
         note.push_str(&format!("; this could not be recorded in the home: {e}"));
         return Ok(rec);
     }
-    super::start_hook(store, &rec);
+    super::hook_start::start_hook(store, &rec);
     Ok(rec)
 }
 

@@ -16,6 +16,7 @@ mod converse;
 mod events;
 mod follow;
 mod hook;
+mod hook_start;
 mod launch;
 mod lost;
 mod own_path;
@@ -38,7 +39,8 @@ pub use events::{
     undelivered, wait_event,
 };
 pub use follow::start;
-pub use hook::{run_detached as run_hook, start_hook};
+pub use hook::run_detached as run_hook;
+pub use hook_start::start_hook;
 pub(crate) use launch::command_of;
 pub use launch::{GoOn, HYBRID_WAIT, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;

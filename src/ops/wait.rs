@@ -271,7 +271,7 @@ async fn take_over(store: &Store, token: Token) -> Result<bool> {
             }
         }
         store.finish(&mut rec, Outcome::Cancelled { exit_code: None, signal: None }, Some(note), None, None)?;
-        super::start_hook(store, &rec);
+        super::hook_start::start_hook(store, &rec);
     }
     Ok(true)
 }
