@@ -18,6 +18,9 @@ use crate::task::{Budget, TaskRecord, Template, Token, one_line_preview};
 /// How long a follow-up waits for the supervisor of the turn that just ended to exit.
 const LET_GO: Duration = Duration::from_secs(10);
 
+/// How long a follow-up waits for the last turn's hook to be taken by its own process.
+const HOOK_TAKEN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Start what `req` asks for: a new task, the next turn of an ended one, or a fork of one.
 pub async fn start(store: &Store, req: Launch) -> Result<TaskRecord> {
     if let (Some(GoOn::Turn(t) | GoOn::Fork(t)), false) = (req.from, req.after.is_empty()) {
@@ -64,7 +67,9 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     let template = Template { command, ..Template::default() };
     let question_file = store.question_path(&rec.role, token);
     let argv = super::launch::command_of(store, &template, &rec.role, token, &question, "")?;
-    let mut argv = kind.resume(argv, &session, false).map_err(|why| {
+    let resumed = kind.resume(argv, &session, false);
+    drop(kind);
+    let mut argv = resumed.map_err(|why| {
         Error::Usage(format!(
             "task {token} cannot be followed up: {why}; ask a new task, giving it what it needs from its answer (`agentctl await {token}`)"
         ))
@@ -85,6 +90,16 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     // Under its lock: another follow-up may have begun a turn meanwhile.
     let mut rec = store.read_record(token)?;
     resumable(store, &rec)?;
+    // The last turn's hook is taken by its own process (started now, if its supervisor died
+    // before it could) before the record opens again: it runs for that turn's end.
+    if rec.hook == Some(crate::task::HookState::Due) {
+        super::hook_start::start_hook(store, &rec);
+        let until = tokio::time::Instant::now() + HOOK_TAKEN;
+        while rec.hook == Some(crate::task::HookState::Due) && tokio::time::Instant::now() < until {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            rec = store.read_record(token)?;
+        }
+    }
     // What a supervisor that died left (its socket) is in the new one's way; the last turn's
     // answer file is not this one's.
     let _ = std::fs::remove_file(store.socket_path(token));

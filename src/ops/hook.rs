@@ -26,6 +26,9 @@ pub fn run_detached(home: &std::path::Path, token: Token) -> ExitCode {
         Err(_) => return ExitCode::from(70),
     }
     let _ = nix::unistd::setsid();
+    // Started from inside a task (an agent's own agentctl): out of that task's cgroup, whose end
+    // would end the hook too.
+    let _ = crate::supervisor::cgroup::leave_task_cgroups();
     let ran = Store::at(home).and_then(|store| run(&store, token));
     match ran {
         Ok(()) => ExitCode::SUCCESS,
@@ -77,13 +80,14 @@ fn ran(
         Ok(c) => c,
         Err(e) => return Some(format!("its on_end hook `{}` could not start: {e}", argv[0])),
     };
+    let deadline = Instant::now() + limit;
     if let Some(mut stdin) = child.stdin.take() {
-        // A hook that reads nothing closes its end: that is no failure.
+        // Written aside: a hook that does not read it must not hold the limit off. One that
+        // reads nothing closes its end: that is no failure.
         let mut json = serde_json::to_vec(view).unwrap_or_default();
         json.push(b'\n');
-        let _ = stdin.write_all(&json);
+        std::thread::spawn(move || stdin.write_all(&json));
     }
-    let deadline = Instant::now() + limit;
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,

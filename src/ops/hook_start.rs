@@ -15,9 +15,18 @@ pub fn start_hook(store: &Store, rec: &TaskRecord) {
     let mut cmd = Command::new(exe);
     cmd.arg("--home").arg(store.home()).args(["__hook", rec.token.as_str()]);
     cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
-    // It forks at once and its first process exits: waited for here, it leaves no zombie.
+    // It forks at once and its first process exits: waited for here, it leaves no zombie. A
+    // supervisor (a child subreaper) is one no more meanwhile, so that the hook's process is not
+    // handed to it, to be ended with its task's leftovers.
+    let subreaper = nix::sys::prctl::get_child_subreaper().unwrap_or(false);
+    if subreaper {
+        let _ = nix::sys::prctl::set_child_subreaper(false);
+    }
     if let Ok(mut child) = cmd.spawn() {
         let _ = child.wait();
+    }
+    if subreaper {
+        let _ = nix::sys::prctl::set_child_subreaper(true);
     }
 }
 

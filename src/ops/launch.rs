@@ -260,6 +260,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
                 tokens: after.clone(),
                 any_end: req.after_any_end,
                 question: matches!(req.what, What::Ask { .. }).then(|| question.clone()),
+                command: matches!(req.what, What::Run { .. }).then(|| template.command.clone()),
             }),
         };
         let rec = TaskRecord {

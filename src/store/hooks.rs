@@ -26,7 +26,8 @@ impl Store {
         Ok(taken == 1)
     }
 
-    /// Task `t`'s hook ran: done, with `note` (how it failed, if it did) added to the task's.
+    /// Task `t`'s hook ran: done, with `note` (how it failed, if it did) added to the task's. A
+    /// task followed up meanwhile (its next turn's hook due, its record open) is left as it is.
     pub fn hook_done(&self, t: Token, note: Option<&str>) -> Result<()> {
         let what = || format!("cannot record the hook of task {t}");
         let conn = self.db()?;
@@ -37,7 +38,7 @@ impl Store {
                  CASE WHEN ?3 IS NULL THEN json_extract(record, '$.ended.note') \
                       WHEN json_extract(record, '$.ended.note') IS NULL THEN ?3 \
                       ELSE json_extract(record, '$.ended.note') || '; ' || ?3 END) \
-             WHERE token = ?1",
+             WHERE token = ?1 AND json_extract(record, '$.hook') = 'running' AND ended_at_ms IS NOT NULL",
             params![t.as_str(), done.as_str(), note],
         )
         .map_err(err(what))?;

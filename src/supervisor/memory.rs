@@ -57,7 +57,14 @@ fn cgroup_room() -> Option<u64> {
         let Ok(max) = std::fs::read_to_string(dir.join("memory.max")) else { continue };
         let max: u64 = max.trim().parse().ok()?;
         let current: u64 = std::fs::read_to_string(dir.join("memory.current")).ok()?.trim().parse().ok()?;
-        return Some(max.saturating_sub(current));
+        // Page cache the kernel can take back counts as room, as MemAvailable counts it.
+        let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap_or_default();
+        let reclaimable = stat
+            .lines()
+            .find_map(|l| l.strip_prefix("inactive_file "))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        return Some(max.saturating_sub(current.saturating_sub(reclaimable)));
     }
     None
 }

@@ -16,6 +16,9 @@ pub struct After {
     /// The question, when its command is rendered again with their answers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// A `run`'s command as given, rendered again with their answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
 }
 
 /// How a task it waited for ended, and its answer.
@@ -64,7 +67,7 @@ mod tests {
 
     #[test]
     fn a_task_starts_after_completions_only_unless_any_end_will_do() {
-        let after = After { tokens: Vec::new(), any_end: false, question: None };
+        let after = After { tokens: Vec::new(), any_end: false, question: None, command: None };
         let both = [ended("a3f2c1", Status::Completed, "plan A\n"), ended("b4c5d6", Status::Failed, "broke")];
         let why = after.refusal(&both).unwrap();
         assert!(why.contains("task b4c5d6 (planner)") && why.contains("ended failed"), "{why}");

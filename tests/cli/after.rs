@@ -141,3 +141,24 @@ fn a_waiter_stays_out_of_its_pools_line_and_a_prerequisite_whose_supervisor_died
     assert_eq!(v["status"], "cancelled", "{v}");
     assert!(v["note"].as_str().unwrap().contains(&format!("task {a} (run), which it waited for, ended lost")), "{v}");
 }
+
+#[test]
+fn a_prerequisite_pruned_after_it_completed_still_counts_and_a_run_gets_its_answer() {
+    let h = Home::new();
+    let done =
+        h.run(&["--json", "run", "--sync", "--", "echo", "> first"], 0).json()["token"].as_str().unwrap().to_owned();
+    let later = gated(&h, "second", 0, &[]);
+    let both = format!("{done},{later}");
+    let echo = ["--", "sh", "-c", "printf '> %s\\n' \"$1\" | tr '\\n' ' '", "sh", "{after}"];
+    let waiter = h.run(&[&["--json", "run", "--async", "--after", &both][..], &echo[..]].concat(), 0).json();
+    let waiter = waiter["token"].as_str().unwrap().to_owned();
+    wait_until(Duration::from_secs(30), "the waiter to wait for the running one alone", || {
+        h.status(&waiter)["waiting_for"] == serde_json::json!([later])
+    });
+    h.run(&["prune", "--keep", "0"], 0);
+    open_gate(&h);
+    let v = ended(&h, &waiter);
+    let summary = v["summary"].as_str().unwrap();
+    assert!(summary.contains(&format!("task {done} (run), completed")) && summary.contains("first"), "{v}");
+    assert!(summary.contains(&format!("task {later} (run), completed")) && summary.contains("second"), "{v}");
+}

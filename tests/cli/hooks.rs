@@ -84,7 +84,9 @@ fn a_hook_past_its_limit_is_killed_and_a_missing_one_is_noted_in_the_task() {
     let h = Home::new();
     std::fs::write(h.path().join("agents.toml"), "[hooks]\ntimeout = \"0.5s\"\non_end = [\"sleep\", \"300\"]\n")
         .unwrap();
-    let v = h.run(&["--json", "run", "--sync", "--", "echo", "> fine"], 0).json();
+    // An answer longer than a pipe holds, which the hook never reads: its limit holds all the same.
+    let v =
+        h.run(&["--json", "run", "--sync", "--", "sh", "-c", "head -c 300000 /dev/zero | tr '\\0' a; echo"], 0).json();
     let token = v["token"].as_str().unwrap().to_owned();
     hooks_done(&h);
     let s = h.status(&token);
@@ -119,4 +121,19 @@ fn a_hook_its_supervisor_died_before_starting_is_started_by_the_next_look_once()
     }
     hooks_done(&h);
     assert_eq!(lines(&h).len(), 2, "run once more, by the first look: {:?}", lines(&h));
+}
+
+#[test]
+fn a_follow_up_at_once_after_an_end_leaves_each_turns_hook_to_run() {
+    let h = hooked();
+    let claude = fixtures().join("stream/claude");
+    let toml = std::fs::read_to_string(h.path().join("agents.toml")).unwrap()
+        + &format!("[agents.chat]\ncommand = [{claude:?}, \"echo\", \"{{question}}\"]\n");
+    std::fs::write(h.path().join("agents.toml"), toml).unwrap();
+    let first = h.run(&["--json", "ask", "chat", "one", "--sync"], 0).json();
+    let token = first["token"].as_str().unwrap().to_owned();
+    h.run(&["--json", "ask", "--to", &token, "two", "--sync"], 0);
+    hooks_done(&h);
+    let got = lines(&h);
+    assert_eq!(got.iter().filter(|l| l.starts_with(&token)).count(), 2, "one hook per turn: {got:?}");
 }
