@@ -19,6 +19,7 @@ from common import (
     AGENTCTL, BUILD, GIB, HELPER, PUEUE, PUEUED, ROOT, ROWS, SUMMARIZE, Agentctl, fmt, private_kib, quiet, row, stats,
     wall_ms,
 )
+from counts import fig_counts
 from history import fig_history, fill, take_seeds
 from line import fig_line
 from stream import fig_stream
@@ -351,7 +352,7 @@ def machine():
 def main():
     figures = [
         fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history,
-        fig_slurm, fig_line, fig_stream,
+        fig_slurm, fig_line, fig_stream, fig_counts,
     ]
     only = set(sys.argv[1:])
     # scripts/bench --against REV: start and throughput of that release too, in this run.
