@@ -142,10 +142,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             // Newest first, as every listing (top, MCP `list`, prune) shows tasks.
             let store = Store::existing(&home)?;
             let listing = ops::list(&store, &filter)?;
-            // An agents file that cannot be read now lists no pools: the tasks still come.
-            let pools = crate::agents::Agents::load(&home, agents.as_deref())
-                .and_then(|a| ops::capacity(&store, &a))
-                .unwrap_or_default();
+            let pools = ops::capacity(&store, agents.as_deref());
             let next = listing.more.then(|| l.offset + listing.tasks.len());
             let mut again = String::from("agentctl list");
             for (flag, value) in [("--status", &l.status), ("--role", &l.role)] {

@@ -220,10 +220,7 @@ impl AgentctlServer {
         output_schema = schema_for_output::<TaskList>()
     )]
     async fn list(&self, Parameters(p): Parameters<ListParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        // An agents file that cannot be read now lists no pools: the tasks still come.
-        let agents =
-            crate::agents::Agents::load(self.store.home(), self.options.agents_file.as_deref()).unwrap_or_default();
-        let pools = ops::capacity(&self.store, &agents).unwrap_or_default();
+        let pools = ops::capacity(&self.store, self.options.agents_file.as_deref());
         answer(
             p.filter()
                 .and_then(|f| ops::list(&self.store, &f))

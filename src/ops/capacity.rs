@@ -1,6 +1,7 @@
 //! What each pool can take now, for a lead deciding before it delegates: its places, how many
 //! of its tasks run and wait, and what it spent of its spend limit's window.
 
+use std::path::Path;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -31,8 +32,14 @@ pub struct PoolSpend {
     pub spent_usd: f64,
 }
 
-/// Every pool the agents file defines, and every other with an open task, by name.
-pub fn capacity(store: &Store, agents: &Agents) -> Result<Vec<PoolCapacity>> {
+/// Every pool the agents file in force (`agents_file`, else the home's or the user's) defines,
+/// and every other with an open task, by name. An agents file or store that cannot be read now
+/// gives no pools: a listing's tasks still come.
+pub fn capacity(store: &Store, agents_file: Option<&Path>) -> Vec<PoolCapacity> {
+    Agents::load(store.home(), agents_file).and_then(|agents| pools(store, &agents)).unwrap_or_default()
+}
+
+fn pools(store: &Store, agents: &Agents) -> Result<Vec<PoolCapacity>> {
     let open = store.pool_counts()?;
     let mut names: Vec<String> = agents.pool_names().into_iter().map(str::to_owned).collect();
     names.extend(open.keys().cloned());
