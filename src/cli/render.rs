@@ -246,15 +246,12 @@ impl Out {
                 || json!({ "to": "inbox", "type": e.kind, "seq": e.seq, "time": e.time, "session": e.session, "bytes": bytes }),
                 || {
                     let seq = e.seq.map(|s| format!(" #{s}")).unwrap_or_default();
-                    Some(format!(
-                        "posted message{seq} to task {token}'s inbox ({bytes} bytes): its agent takes no input while it runs, \
-                         so it reads it only if it runs `agentctl inbox`"
-                    ))
+                    Some(format!("posted message{seq} to task {token}'s inbox ({bytes} bytes): {}", sent.meaning()))
                 },
             ),
             ops::Sent::ToAgent => self.line(
                 || json!({ "to": "agent", "type": "message", "token": token, "bytes": bytes }),
-                || Some(format!("sent to task {token}'s agent ({bytes} bytes): it reads it in its conversation")),
+                || Some(format!("sent to task {token}'s agent ({bytes} bytes): {}", sent.meaning())),
             ),
         }
     }

@@ -179,11 +179,11 @@ impl AgentctlServer {
             Err(e) => Err(e),
         };
         answer(sent.map(|(token, sent)| {
+            let meaning = sent.meaning();
             let (to, session, seq, text) = match sent {
-                ops::Sent::ToAgent => ("agent", None, None, format!("sent to task {token}'s agent, into its conversation")),
+                ops::Sent::ToAgent => ("agent", None, None, format!("sent to task {token}'s agent: {meaning}")),
                 ops::Sent::ToInbox(e) => {
-                    let text = format!("posted to task {token}'s inbox: its agent takes no input as it runs, so it reads it only if it runs `agentctl inbox`");
-                    ("inbox", Some(e.session), e.seq, text)
+                    ("inbox", Some(e.session), e.seq, format!("posted to task {token}'s inbox: {meaning}"))
                 }
             };
             result::structured(&SentTo { to, session, seq }, text, false)

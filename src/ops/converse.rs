@@ -165,6 +165,18 @@ pub enum Sent {
     ToInbox(Box<Event>),
 }
 
+impl Sent {
+    /// Where the message went, as each front-end says it after naming the task.
+    pub fn meaning(&self) -> &'static str {
+        match self {
+            Sent::ToAgent => "it reads it in its conversation",
+            Sent::ToInbox(_) => {
+                "its agent takes no input while it runs, so it reads it only if it runs `agentctl inbox`"
+            }
+        }
+    }
+}
+
 /// Send running task `token` a message: into its agent's conversation where the agent reads
 /// messages as it runs, else to its inbox.
 pub async fn send(store: &Store, token: Token, text: &str) -> Result<Sent> {
