@@ -102,6 +102,11 @@ pub(super) async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) 
 async fn shown(out: &Out, store: &Store, rec: TaskRecord, wait: Wait, quiet: bool) -> Result<ExitCode> {
     let handed_back = matches!(wait, Wait::Async);
     let token = rec.token;
+    // The token alone, as it was saved: nothing more to look at.
+    if handed_back && quiet {
+        println!("{token}");
+        return Ok(ExitCode::SUCCESS);
+    }
     let v = match progress::watch(store, &[token], !out.json, ops::settle(store, rec, wait)).await? {
         Watched::Done(v) => v,
         // The task goes on: --quiet still gives the token alone.

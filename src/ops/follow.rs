@@ -112,9 +112,7 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     rec.begin_turn(one_line_preview(&question, 160), &answer, run_start);
     // Each turn's end runs its hook.
     rec.hook = spec.on_end.as_ref().map(|_| crate::task::HookState::Due);
-    let started = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
-    rec.queued = started.is_none() && rec.queued;
-    rec.started = started;
+    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
     Ok(rec)
 }
 

@@ -28,7 +28,7 @@ pub fn run_detached(home: &std::path::Path, token: Token) -> ExitCode {
     let _ = nix::unistd::setsid();
     // Started from inside a task (an agent's own agentctl): out of that task's cgroup, whose end
     // would end the hook too.
-    let _ = crate::supervisor::cgroup::leave_task_cgroups();
+    let _ = crate::supervisor::cgroup::leave_task_cgroups(0);
     let ran = Store::at(home).and_then(|store| run(&store, token));
     match ran {
         Ok(()) => ExitCode::SUCCESS,

@@ -91,8 +91,9 @@ pub(super) struct Fork {
     pub cwd: PathBuf,
 }
 
-/// Start a task and return its record once its agent runs. Bad input and commands that cannot
-/// start are refused before (or, for exec errors, as) the task is created.
+/// Start a task and return its record as it was saved: its supervisor starts its agent (or
+/// waits for a place) meanwhile. Bad input and commands that cannot be found are refused before
+/// the task is created; an agent that cannot start at all ends the task as failed, saying why.
 pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
     launch_from(store, req, None).await
 }
@@ -189,6 +190,9 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
 
     // Everything is checked: only now is anything created.
     store.create()?;
+    // A start never opens the database itself when it need not: a store a newer release wrote
+    // is refused here all the same.
+    store.check_schema()?;
     let (token, lock) = store.create_task(&req.role)?;
     let prepare = || -> Result<(TaskRecord, TaskSpec)> {
         let question_file = store.question_path(&req.role, token);
@@ -298,16 +302,14 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
     // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
     // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
     // CLI does it in place, single-threaded, so that it can fork its supervisor.
-    rec.started = blocking(|| supervisor::launch(store, &rec, &spec, lock)).inspect_err(|_| {
+    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock)).inspect_err(|_| {
         // A task that was not saved leaves no worktree either.
         if let (Some(wt), Err(Error::UnknownToken { .. })) = (&spec.worktree, store.read_record(token)) {
             crate::worktree::remove(wt, true);
         }
     })?;
-    // It has its place and runs (its supervisor's record says so too), unless Slurm has yet to
-    // run its job; `None`: it waits for a place.
-    rec.queued = rec.started.is_none() && rec.queued;
-    if rec.started.is_some() {
+    // It has its place and its supervisor starts it, unless Slurm has yet to run its job.
+    if !rec.queued {
         rec.slurm_pending = spec.backend.pending_at_start();
     }
     Ok(rec)
@@ -352,25 +354,27 @@ pub(crate) fn command_of(
 pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskView> {
     let token = rec.token;
     match wait {
-        // As its supervisor reported it: no need to read it back.
-        Wait::Async if rec.started.is_some() => handed_back(store, &rec),
-        Wait::Async => handed_back(store, &refresh(store, token)?),
+        // As it was saved a moment ago: no need to read it back.
+        Wait::Async => handed_back(store, &rec, true),
         Wait::Sync => await_end(store, token, None).await,
         Wait::For(d) => {
             let v = await_task(store, token, Some(d)).await?;
-            if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?) }
+            if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?, false) }
         }
     }
 }
 
-/// The answer for a task left running in the background.
-fn handed_back(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
+/// The answer for a task left running in the background (`new`: as its launcher saved it).
+fn handed_back(store: &Store, rec: &TaskRecord, new: bool) -> Result<TaskView> {
     let token = rec.token;
-    let mut v = TaskView::of(store, rec, true)?;
+    let mut v = if new { TaskView::of_new(store, rec)? } else { TaskView::of(store, rec, true)? };
     let state = match (&v.slurm_pending, v.status) {
         (Some(why), _) => format!("waits for Slurm to run its job ({why}), and runs in the background once it does"),
         (None, crate::task::Status::Queued) => {
             "waits for a place in its pool, and runs in the background once it has one".to_owned()
+        }
+        (None, crate::task::Status::Starting) => {
+            "is starting in the background (or waits for a place, if its pool is full)".to_owned()
         }
         _ => "is running in the background".to_owned(),
     };

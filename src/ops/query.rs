@@ -52,8 +52,10 @@ pub struct ListFilter {
 }
 
 /// Record `lost` for every task whose supervisor died unnoticed, so that the stored statuses
-/// are true. Costs one lock probe per task not yet final (running ones), whatever the history.
+/// are true, once the tasks just handed back are in the database. Costs one lock probe per task
+/// not yet final (running ones), whatever the history.
 pub(super) fn refresh_open(store: &Store) -> Result<()> {
+    store.settle_all_starting()?;
     for token in store.open_tokens()? {
         match refresh(store, token) {
             Ok(_) | Err(Error::UnknownToken { .. }) => {}

@@ -154,6 +154,17 @@ impl TaskView {
     /// Build the view of `rec`. `with_summary` reads the summary file (or, while running, the
     /// log's last line); listings skip it.
     pub fn of(store: &Store, rec: &TaskRecord, with_summary: bool) -> Result<TaskView> {
+        Self::build(store, rec, with_summary, false)
+    }
+
+    /// The view of a task its launcher has just saved, as the launcher knows it: nothing of it
+    /// on disk yet to look at (no output, no question, no place in line: its supervisor takes
+    /// that).
+    pub fn of_new(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
+        Self::build(store, rec, true, true)
+    }
+
+    fn build(store: &Store, rec: &TaskRecord, with_summary: bool, new: bool) -> Result<TaskView> {
         let status = rec.status();
         let log_path = store.log_path(&rec.role, rec.token);
         let summary_path = store.summary_path(&rec.role, rec.token);
@@ -167,6 +178,7 @@ impl TaskView {
         };
         let line_count = match &rec.ended {
             Some(e) => e.line_count,
+            None if new => 0,
             None => {
                 let counted = logfile::line_count(&log_path, &store.lines_path(rec.token));
                 let n = counted.as_ref().copied().unwrap_or(0);
@@ -175,7 +187,7 @@ impl TaskView {
             }
         };
         // While it runs, what its supervisor last read of its stream.
-        let seen = if status.is_final() { None } else { store.read_seen(rec.token) };
+        let seen = if status.is_final() || new { None } else { store.read_seen(rec.token) };
         let (live_usage, step, todo) = match seen {
             Some(s) => (Some(s.usage).filter(|u| u.is_known()), s.step, s.todo),
             None => (None, None, Vec::new()),
@@ -189,7 +201,10 @@ impl TaskView {
             note(read.map(drop));
             text
         } else {
-            let read = files::open(&log_path, Access::Read).and_then(|mut f| crate::summary::last_line(&mut f));
+            let read = match new {
+                true => Ok(None),
+                false => files::open(&log_path, Access::Read).and_then(|mut f| crate::summary::last_line(&mut f)),
+            };
             let last = read.as_ref().ok().cloned().flatten();
             note(read.map(drop));
             let mut line =
@@ -198,7 +213,8 @@ impl TaskView {
                 let job = rec.slurm_job.map(|j| format!("job {j}")).unwrap_or_else(|| "its job".into());
                 line = format!("queued for {}: Slurm holds {job} pending ({reason})", human_duration(elapsed_ms));
             } else if status == Status::Queued {
-                let pool = store.read_spec(rec.token).ok().and_then(|s| s.pool).map(|p| p.name);
+                let pool = (!new).then(|| store.read_spec(rec.token).ok().and_then(|s| s.pool).map(|p| p.name));
+                let pool = pool.flatten();
                 let place = pool.as_deref().and_then(|p| store.queue_place(rec.token, p).ok().flatten());
                 line = match (pool, place) {
                     (Some(p), Some(n)) => {
@@ -232,7 +248,8 @@ impl TaskView {
             }
             Some(line)
         };
-        let pending_question = if status.is_final() { None } else { super::converse::pending(store, rec.token)? };
+        let pending_question =
+            if status.is_final() || new { None } else { super::converse::pending(store, rec.token)? };
         // Not in listings: a look at the disk per row.
         let worktree = Some(store.worktree_path(rec.token)).filter(|p| with_summary && p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
@@ -316,6 +333,9 @@ fn progress_line(
     usage: Option<&crate::agent::Usage>,
     last: Option<&str>,
 ) -> String {
+    if status == Status::Starting && lines == 0 {
+        return "starting: its supervisor is starting its agent".to_owned();
+    }
     let mut s = format!("{status} for {:.1}s, {lines} line(s) of output so far", elapsed_ms as f64 / 1000.0);
     if let Some(step) = step {
         s.push_str(&format!("; now: {}", step.what));

@@ -260,10 +260,38 @@ fn migrate(conn: &Connection, home: &Path) -> Result<()> {
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err(what))?;
     tx.commit().map_err(err(what))?;
+    mark_schema(home);
     if let Some(imported) = imported {
         legacy::remove_imported_files(home, &imported);
     }
     Ok(())
+}
+
+/// The file beside the database that says its schema, for a start that does not open it
+/// (`Store::check_schema`). Every release that changes the schema writes it as it does.
+fn schema_mark(home: &Path) -> PathBuf {
+    home.join("schema")
+}
+
+/// Say the schema is this release's (best effort: without it, a start opens the database).
+fn mark_schema(home: &Path) {
+    let _ =
+        super::write_atomic(&schema_mark(home), format!("{SCHEMA_VERSION}\n").as_bytes(), super::Durability::Atomic);
+}
+
+impl super::Store {
+    /// Refuse a store a newer release wrote, as opening it would, without opening it when its
+    /// schema mark says it is this release's; else open it (bringing an older one up to date)
+    /// and mark it.
+    pub fn check_schema(&self) -> Result<()> {
+        let mark = std::fs::read_to_string(schema_mark(self.home())).ok();
+        if mark.and_then(|m| m.trim().parse::<i64>().ok()) == Some(SCHEMA_VERSION) {
+            return Ok(());
+        }
+        drop(self.db()?);
+        mark_schema(self.home());
+        Ok(())
+    }
 }
 
 /// How long the write-ahead log may grow before a process empties it (`Pool::checkpoint`):

@@ -26,6 +26,7 @@ mod questions;
 mod rows;
 mod schema;
 mod spend;
+mod starting;
 mod tasks;
 mod totals;
 
@@ -39,4 +40,5 @@ pub use mcp_tasks::McpTask;
 pub use pages::Page;
 pub use pools::{Claim, WATCHERS};
 pub use spend::Spent;
+pub use tasks::waits_first;
 pub use totals::{SpendBy, SpendRow};

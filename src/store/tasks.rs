@@ -17,14 +17,19 @@ use crate::task::{Role, TaskRecord, TaskSpec, Token};
 /// Whether a task about to start waits for a place: its pool is full, or has a spend limit (its
 /// supervisor looks at what the pool spent first).
 fn must_queue(tx: &rusqlite::Connection, spec: &TaskSpec) -> Result<bool> {
-    if spec.after.is_some() {
+    if waits_first(spec) {
         return Ok(true);
     }
     match &spec.pool {
-        Some(pool) if pool.spend.is_some() || pool.min_memory.is_some() => Ok(true),
         Some(pool) => super::pools::full(tx, &pool.name, pool.parallel.unwrap_or(crate::agents::DEFAULT_PARALLEL)),
         None => Ok(false),
     }
+}
+
+/// Whether a task waits before it starts whatever its pool holds: for other tasks (`--after`),
+/// or for its supervisor to look at what its pool spent, or at the memory free.
+pub fn waits_first(spec: &TaskSpec) -> bool {
+    spec.after.is_some() || spec.pool.as_ref().is_some_and(|p| p.spend.is_some() || p.min_memory.is_some())
 }
 
 impl Store {
@@ -55,27 +60,32 @@ impl Store {
 
     /// Save a new task. One of a pool that has a place free for it (and nobody queued ahead)
     /// takes it in the same transaction and is saved `starting`; one that has none is saved
-    /// `queued` (its supervisor waits). Whether it is queued.
+    /// `queued` (its supervisor waits). Whether it is queued; `Refused` if it is saved already.
     pub fn insert_task(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<bool> {
         let what = || format!("cannot save task {}", rec.token);
         let conn = self.db()?;
         let tx = super::db::write(&conn).map_err(err(what))?;
         let queued = must_queue(&tx, spec)?;
         let saved = TaskRecord { queued, ..rec.clone() };
-        tx.execute(
-            "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks))",
-            params![
-                saved.token.as_str(),
-                saved.created_at_ms as i64,
-                saved.status().as_str(),
-                saved.role.as_str(),
-                to_json(&saved)?,
-                to_json(spec)?,
-                spec.pool.as_ref().map(|p| p.name.as_str()),
-            ],
-        )
-        .map_err(err(what))?;
+        let inserted = tx
+            .execute(
+                "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks)) \
+             ON CONFLICT (token) DO NOTHING",
+                params![
+                    saved.token.as_str(),
+                    saved.created_at_ms as i64,
+                    saved.status().as_str(),
+                    saved.role.as_str(),
+                    to_json(&saved)?,
+                    to_json(spec)?,
+                    spec.pool.as_ref().map(|p| p.name.as_str()),
+                ],
+            )
+            .map_err(err(what))?;
+        if inserted == 0 {
+            return Err(Error::Refused(format!("task {} is saved already", rec.token)));
+        }
         tx.commit().map_err(err(what))?;
         Ok(queued)
     }
@@ -129,14 +139,29 @@ impl Store {
         Ok(())
     }
 
-    /// Load the record; `UnknownToken` if there is no such task.
+    /// Load the record (of a task just handed back, moved into the database first: see
+    /// `starting`); `UnknownToken` if there is no such task.
     pub fn read_record(&self, t: Token) -> Result<TaskRecord> {
+        match self.read_db_record(t) {
+            Err(Error::UnknownToken { .. }) => self.settle_read(t),
+            read => read,
+        }
+    }
+
+    /// The record in the database alone.
+    pub(super) fn read_db_record(&self, t: Token) -> Result<TaskRecord> {
         self.read_json(t, "record")
     }
 
     /// Load the spec.
     pub fn read_spec(&self, t: Token) -> Result<TaskSpec> {
-        self.read_json(t, "spec")
+        match self.read_json(t, "spec") {
+            Err(Error::UnknownToken { .. }) => {
+                self.settle_read(t)?;
+                self.read_json(t, "spec")
+            }
+            read => read,
+        }
     }
 
     /// Save the spec of task `t` as its supervisor made it final (its command rendered again

@@ -13,7 +13,7 @@ use nix::sys::signalfd::SignalFd;
 
 use super::clients::Clients;
 use super::control::Request;
-use super::queue::{Calm, Slept, Waited, connect, sleep_on, tell};
+use super::queue::{Calm, Slept, Waited, connect, sleep_on};
 use crate::error::{Error, Result};
 use crate::store::{Durability, Store, write_atomic};
 use crate::task::{Awaited, TaskRecord, TaskSpec, Template, Token, answers};
@@ -32,16 +32,14 @@ pub(super) fn wait_for_tasks(
 ) -> Result<Waited> {
     let Some(after) = spec.after.clone().filter(|_| !rec.waiting_for.is_empty()) else { return Ok(Waited::Placed) };
     let what = format!("task(s) {}", rec.waiting_for.iter().map(|t| t.as_str()).collect::<Vec<_>>().join(", "));
-    let (mut told, mut calm) = (false, Calm::default());
+    let mut calm = Calm::default();
     // Those found ended, kept: one pruned after it ended still counts as it ended.
     let mut ended: Vec<Awaited> = Vec::new();
     loop {
-        if let Some(pause) = calm.pause() {
-            tell(&mut told);
-            if let Slept::Halted(why) = sleep_on(&[], None, signals, clients, None, Some(Instant::now() + pause), &what)
-            {
-                return Ok(Waited::Halted(why));
-            }
+        if let Some(pause) = calm.pause()
+            && let Slept::Halted(why) = sleep_on(&[], None, signals, clients, None, Some(Instant::now() + pause), &what)
+        {
+            return Ok(Waited::Halted(why));
         }
         let mut open = Vec::new();
         let unknown: Vec<Token> =
@@ -77,7 +75,6 @@ pub(super) fn wait_for_tasks(
             rec.waiting_for = open.clone();
             store.write_record(rec)?;
         }
-        tell(&mut told);
         let Some(streams) = open.iter().map(|&t| connect(store, t, Request::Wait)).collect::<Option<Vec<_>>>() else {
             // One was starting or ending as we looked (no socket): look again, soon.
             calm.more();

@@ -36,6 +36,21 @@ pub(super) struct Clients {
     pub said: Vec<String>,
 }
 
+/// Bind a task's control socket at `path` (however long its directory's path) and listen:
+/// connections queue there until its supervisor takes them.
+pub(super) fn bind(path: &Path) -> crate::error::Result<UnixListener> {
+    use crate::error::IoContext;
+    let what = || format!("cannot listen on {}", path.display());
+    let addr = super::control::socket_addr(path).ctx(what)?;
+    let listener = UnixListener::bind(&addr.path).ctx(what)?;
+    // 0600 like every file of the home, by its name: the umask is the whole process's (the MCP
+    // server's other threads make files meanwhile), and the task's directory (0700) keeps
+    // everyone else out until then.
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&addr.path, std::fs::Permissions::from_mode(0o600)).ctx(what)?;
+    Ok(listener)
+}
+
 struct Client {
     stream: UnixStream,
     buf: Vec<u8>,
@@ -43,15 +58,8 @@ struct Client {
 }
 
 impl Clients {
-    /// Listen on `path` (however long its directory's path).
-    pub fn listen(path: &Path) -> std::io::Result<Clients> {
-        let addr = super::control::socket_addr(path)?;
-        // Made 0600 as it is made, like every file of the home. (The supervisor has one thread,
-        // and the agent it starts later gets the umask back.)
-        let umask = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o177));
-        let bound = UnixListener::bind(&addr.path);
-        nix::sys::stat::umask(umask);
-        let listener = bound?;
+    /// Take connections on `listener` (bound by `bind`).
+    pub fn new(listener: UnixListener) -> std::io::Result<Clients> {
         listener.set_nonblocking(true)?;
         let spare = (0..SPARE).filter_map(|_| File::open("/dev/null").ok()).collect();
         Ok(Clients { listener, list: Vec::new(), spare, listen_again: None, takes_messages: false, said: Vec::new() })

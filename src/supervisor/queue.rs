@@ -36,7 +36,6 @@ use nix::sys::signalfd::SignalFd;
 
 use super::clients::Clients;
 use super::control::{Request, socket_addr};
-use super::launch::report;
 use super::pool_limit::{AgentsFile, Limit};
 use crate::agents::DEFAULT_PARALLEL;
 use crate::error::Result;
@@ -71,7 +70,7 @@ const MEMORY_LOOK: Duration = Duration::from_secs(2);
 const LATE: Duration = Duration::from_secs(2);
 
 /// Wait until `rec` has a place in its pool (one saved with its place has it already), or
-/// `deadline`. The first time it has to wait, the launcher is told (`queued`) and left.
+/// `deadline`.
 pub(super) fn wait_for_place(
     store: &Store,
     rec: &mut TaskRecord,
@@ -81,7 +80,6 @@ pub(super) fn wait_for_place(
     deadline: Option<Instant>,
 ) -> Result<Waited> {
     let Some(pool) = spec.pool.as_ref().filter(|_| rec.queued) else { return Ok(Waited::Placed) };
-    let mut told = false;
     let mut limit = Limit {
         parallel: pool.parallel.unwrap_or(DEFAULT_PARALLEL),
         spend: pool.spend.clone(),
@@ -99,7 +97,6 @@ pub(super) fn wait_for_place(
     let mut place = None;
     loop {
         if let Some(pause) = calm.pause() {
-            tell(&mut told);
             let until = Some(Instant::now() + pause);
             if let Slept::Halted(why) = sleep_on(&[], None, signals, clients, place, until, A_PLACE) {
                 return Ok(Waited::Halted(why));
@@ -123,7 +120,6 @@ pub(super) fn wait_for_place(
         };
         super::spend_hold::note(store, rec, held.as_ref())?;
         if let Some(held) = held {
-            tell(&mut told);
             if agents.is_none()
                 && let Some(file) = pool.agents_file.as_deref()
             {
@@ -145,7 +141,6 @@ pub(super) fn wait_for_place(
                 rec.memory_short = Some(why);
                 store.write_record(rec)?;
             }
-            tell(&mut told);
             if agents.is_none()
                 && let Some(file) = pool.agents_file.as_deref()
             {
@@ -209,7 +204,6 @@ pub(super) fn wait_for_place(
             calm.more();
             continue;
         }
-        tell(&mut told);
         let connected: Option<Vec<UnixStream>> = watched.iter().map(|&(t, asked)| connect(store, t, asked)).collect();
         let Some(streams) = connected else {
             // One of them was ending as we looked (its socket gone): look again, soon, rather
@@ -292,17 +286,6 @@ impl Calm {
     /// The pause due before this look, if any.
     pub(super) fn pause(&mut self) -> Option<Duration> {
         self.next.take()
-    }
-}
-
-/// Tell the launcher the task waits (once), and leave it.
-pub(super) fn tell(told: &mut bool) {
-    if !*told {
-        report("queued");
-        if let Ok(null) = std::fs::File::options().write(true).open("/dev/null") {
-            let _ = nix::unistd::dup2_stdout(null);
-        }
-        *told = true;
     }
 }
 

@@ -168,18 +168,25 @@ impl Home {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// The saved record of a task (for pids the CLI does not show).
+    /// The saved record of a task (for pids the CLI does not show). A task just handed back may
+    /// not be in the database yet: a look at it through the CLI puts it there.
     pub fn record(&self, token: &str) -> Value {
-        let text: String =
-            self.db().query_row("SELECT record FROM tasks WHERE token = ?1", [token], |r| r.get(0)).unwrap();
+        let read = || self.db().query_row("SELECT record FROM tasks WHERE token = ?1", [token], |r| r.get(0));
+        let text: String = read().or_else(|_| {
+            self.status(token);
+            read()
+        })
+        .unwrap();
         serde_json::from_str(&text).unwrap()
     }
 
-    /// The pid of task `token`'s supervisor, as it wrote it in the task's lock file (a queued
-    /// task's too: its record names none yet).
+    /// The pid of task `token`'s supervisor, as it writes it in the task's lock file as it
+    /// starts (a queued task's too: its record names none yet).
     pub fn supervisor_pid(&self, token: &str) -> i64 {
-        let lock = std::fs::read_to_string(self.path().join("tasks").join(token).join("lock")).unwrap();
-        lock.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("lock file: {lock:?}"))
+        let path = self.path().join("tasks").join(token).join("lock");
+        let read = || std::fs::read_to_string(&path).unwrap().split_whitespace().next().and_then(|p| p.parse().ok());
+        wait_until(Duration::from_secs(60), "the supervisor to write its pid", || read().is_some());
+        read().unwrap()
     }
 
     /// SIGKILL task `token`'s supervisor and wait until it is gone; its pid.

@@ -394,8 +394,10 @@ fn a_start_on_a_store_of_a_newer_release_is_refused_and_leaves_nothing() {
     h.run(&["run", "--sync", "--", "true"], 0);
     let entries = |dir: &str| std::fs::read_dir(h.path().join(dir)).unwrap().count();
     let before = (entries("tasks"), entries("subagents/run/data/history"));
+    // As a newer release leaves it: its schema, and the mark that says it beside the database
+    // (which a start reads rather than open the database).
     h.db().pragma_update(None, "user_version", 99).unwrap();
-    // The supervisor saves the task: its error reaches the user as the store gave it.
+    std::fs::write(h.path().join("schema"), "99\n").unwrap();
     let r = h.run(&["run", "--async", "--", "true"], 2);
     assert!(r.stderr.contains("written by a newer agentctl"), "{}", r.stderr);
     assert_eq!((entries("tasks"), entries("subagents/run/data/history")), before, "the refused start left files");

@@ -2,7 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{Home, fake_agent};
+use crate::common::{Home, fake_agent, wait_until};
 
 #[test]
 fn a_quick_task_answers_at_once_with_its_summary() {
@@ -82,9 +82,10 @@ fn wait_shortens_the_window_and_async_returns_at_once() {
 
     let t0 = Instant::now();
     let v = h.run(&["--json", "ask", "--async", "reviewer", "sleep 60"], 0).json();
-    // Still `running` below is what shows it did not wait; this bound is a hang guard.
+    // `starting` below is what shows it did not wait (for its agent even); this bound is a
+    // hang guard.
     assert!(t0.elapsed() < Duration::from_secs(30), "--async took {:?}", t0.elapsed());
-    assert_eq!(v["status"], "running");
+    assert_eq!(v["status"], "starting");
     let token = v["token"].as_str().unwrap().to_owned();
     assert_eq!(token.len(), 6);
     for t in [&slow, &token] {
@@ -100,7 +101,7 @@ fn quiet_prints_the_token_alone_for_scripts() {
     let r = h.run(&["run", "-q", "--async", "--", &fake, "sleep", "30"], 0);
     let token = r.stdout.strip_suffix('\n').unwrap_or_else(|| panic!("{:?}", r.stdout));
     assert!(token.len() == 6 && token.chars().all(|c| c.is_ascii_hexdigit()), "{:?}", r.stdout);
-    assert_eq!(h.status(token)["status"], "running");
+    wait_until(Duration::from_secs(60), "the task to run", || h.status(token)["status"] == "running");
     h.run(&["halt", token, "--grace", "0s"], 0);
     // A task that ends within the wait: still the token alone, and the exit says how it ended.
     let r = h.run(&["ask", "--quiet", "reviewer", "Is this fine?"], 0);
@@ -174,7 +175,7 @@ fn stdin_of_the_agent_is_dev_null_and_questions_can_come_from_stdin() {
 }
 
 #[test]
-fn an_exec_error_fails_the_launch_at_once_and_a_script_without_shebang_runs_under_sh() {
+fn an_exec_error_fails_the_task_saying_why_and_a_script_without_shebang_runs_under_sh() {
     use std::os::unix::fs::PermissionsExt;
     let h = Home::new();
     let dir = tempfile::tempdir().unwrap();
@@ -184,13 +185,18 @@ fn an_exec_error_fails_the_launch_at_once_and_a_script_without_shebang_runs_unde
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
         p.to_str().unwrap().to_owned()
     };
-    // Executable, so the launcher lets it through; the kernel refuses it (no such interpreter).
+    // Executable, so the launcher lets it through; the kernel refuses it (no such interpreter):
+    // the task fails at once, saying why.
     let broken = script("broken", "#!/nonexistent/interpreter\necho never\n");
-    let r = h.run(&["run", "--", &broken], 2);
-    assert!(r.stderr.contains(&format!("cannot run `{broken}`")), "{}", r.stderr);
-    assert!(r.stderr.contains("No such file or directory"), "{}", r.stderr);
+    let r = h.run(&["run", "--", &broken], 1);
+    assert!(r.stdout.contains(&format!("cannot run `{broken}`")), "{}", r.stdout);
+    assert!(r.stdout.contains("No such file or directory"), "{}", r.stdout);
     let listed = h.run(&["--json", "list"], 0).json();
     assert_eq!(listed["tasks"][0]["status"], "failed", "{listed}");
+    // Handed back at once, it says so when awaited.
+    let token = h.run(&["run", "-q", "--async", "--", &broken], 0).stdout;
+    let v = h.run(&["--json", "await", token.trim()], 1).json();
+    assert!(v["error"].as_str().is_some_and(|e| e.contains("No such file or directory")), "{v}");
     // No `#!` line: run by /bin/sh, as a shell (and execvp) would.
     let plain = script("plain", "echo \"> under sh with $1\"\n");
     let v = h.run(&["--json", "run", "--", &plain, "an argument"], 0).json();

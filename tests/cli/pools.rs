@@ -16,10 +16,14 @@ fn pooled(h: &Home, parallel: u32) {
     std::fs::rename(tmp, h.path().join("agents.toml")).unwrap();
 }
 
-/// Start `w` with `secs`; its token and its status as the launch answered.
+/// Start `w` with `secs`; its token and its status as it stands once saved (a start hands the
+/// task back `starting`, before its place in its pool is known).
 fn ask(h: &Home, secs: &str) -> (String, serde_json::Value) {
     let v = h.run(&["--json", "ask", "--async", "w", secs], 0).json();
-    (v["token"].as_str().unwrap().to_owned(), v)
+    assert_eq!(v["status"], "starting", "{v}");
+    let token = v["token"].as_str().unwrap().to_owned();
+    let v = h.status(&token);
+    (token, v)
 }
 
 /// The tasks holding places, starting or running, in one look at the list.
@@ -68,7 +72,7 @@ fn a_queued_task_can_be_awaited_and_halted_and_a_halted_one_never_runs() {
     let (waiting, _) = ask(&h, "0.2");
     let (halted, v) = ask(&h, "0.2");
     assert_eq!(v["status"], "queued");
-    assert!(v["message"].as_str().unwrap().contains("waits for a place"), "{v}");
+    assert!(v["summary"].as_str().unwrap().contains("place 2 in line for pool `two`"), "{v}");
     let v = h.run_within(Duration::from_secs(30), &["--json", "halt", &halted], 0).json();
     assert_eq!(v["status"], "cancelled", "{v}");
     assert!(v["note"].as_str().unwrap().contains("it never ran"), "{v}");

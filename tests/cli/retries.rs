@@ -172,9 +172,9 @@ fn a_deadline_holds_while_a_retried_task_waits_for_its_place_and_no_run_follows_
     let token = |v: serde_json::Value| v["token"].as_str().unwrap().to_owned();
     let task = token(h.run(&["--json", "ask", "--async", "script", "go"], 0).json());
     // The blocker waits behind run 1, and takes the place run 1 gives up for its back-off.
-    let v = h.run(&["--json", "ask", "--async", "blocker", "x"], 0).json();
+    let blocker = token(h.run(&["--json", "ask", "--async", "blocker", "x"], 0).json());
+    let v = h.status(&blocker);
     assert_eq!(v["status"], "queued", "{v}");
-    let blocker = token(v);
     std::fs::write(&go, "").unwrap();
     let v = h.run_within(Duration::from_secs(60), &["--json", "await", &task, "--timeout", "30s"], 1).json();
     assert_eq!((v["status"].as_str(), v["attempts"].as_u64()), (Some("expired"), Some(1)), "{v}");

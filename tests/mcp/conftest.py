@@ -60,6 +60,16 @@ def record(home, token):
     return json.loads(text)
 
 
+def agent_pid(home, token, limit=60.0):
+    """The pid of task `token`'s agent, once its supervisor has recorded it (a launch hands the
+    task back before its agent runs)."""
+    end = time.monotonic() + limit
+    while (started := record(home, token)["started"]) is None:
+        assert time.monotonic() < end, f"timed out waiting for task {token} to run"
+        time.sleep(0.01)
+    return started["pid"]
+
+
 def open_fds(pid):
     try:
         return len(os.listdir(f"/proc/{pid}/fd"))

@@ -69,8 +69,8 @@ async def test_ask_hands_back_a_token_after_the_wait_and_at_once_with_async(home
 
         t0 = time.monotonic()
         r2 = await c.call_tool("ask", {"role": "reviewer", "question": "sleep 60", "async": True})
-        assert time.monotonic() - t0 < 30  # `running` below shows it did not wait; a hang guard
-        assert r2.structured_content["status"] == "running"
+        assert time.monotonic() - t0 < 30  # `starting` below shows it did not wait; a hang guard
+        assert r2.structured_content["status"] == "starting"
         for t in (s["token"], r2.structured_content["token"]):
             await c.call_tool("halt", {"token": t, "grace_secs": 0.5})
 
@@ -106,6 +106,7 @@ async def test_progress_arrives_and_cancelling_stops_waiting_but_not_the_task(ho
     async with connect(home, "--allow-run") as c:
         r = await c.call_tool("run", {"command": [FAKE, "tick", "200", "0.1"], "async": True})
         token = r.structured_content["token"]
+        await wait_until("the task to run", lambda: record(home, token)["started"] is not None)
         sup = record(home, token)["started"]["supervisor_pid"]
         # The server has threads, so it executes the supervisor rather than forking it; the
         # supervisor names itself all the same.

@@ -11,7 +11,7 @@ import threading
 import time
 
 import pytest
-from conftest import BIN, FAKE, alive, cli, record, server_env
+from conftest import BIN, FAKE, agent_pid, alive, cli, record, server_env
 
 EXT = "io.modelcontextprotocol/tasks"
 NOW = "2026-07-28"
@@ -174,7 +174,7 @@ def test_cancel_halts_the_task_and_leaves_it_cancelled(raw, home):
     created = s.call("run", {"command": [FAKE, "tick", "300", "0.1"], "async": True})
     task_id = created["taskId"]
     token = created["statusMessage"].split()[2]
-    pid = record(home, token)["started"]["pid"]
+    pid = agent_pid(home, token)
     assert alive(pid)
     assert s.result("tasks/cancel", {"taskId": task_id}) == {"resultType": "complete"}
     done = s.until(task_id, final)
@@ -201,7 +201,7 @@ def test_without_the_extension_or_on_2025_11_25_nothing_changes(raw):
     s = raw()
     plain = s.call("ask", {"role": "worker", "question": "sleep 30", "async": True}, tasks=False)
     assert "resultType" not in plain or plain["resultType"] == "complete"
-    assert plain["structuredContent"]["status"] == "running" and "`await`" in plain["structuredContent"]["next"]
+    assert plain["structuredContent"]["status"] == "starting" and "`await`" in plain["structuredContent"]["next"]
     err = s.request("tasks/get", {"taskId": "0" * 32}, tasks=False)["error"]
     assert err["code"] == -32021, err
     s.call("halt", {"token": plain["structuredContent"]["token"], "grace_secs": 0.5}, tasks=False)
@@ -213,7 +213,7 @@ def test_without_the_extension_or_on_2025_11_25_nothing_changes(raw):
         legacy.result("initialize", init, version=None)
         legacy.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
         r = legacy.call("ask", {"role": "worker", "question": "sleep 30", "async": True}, version=None)
-        assert "taskId" not in r and r["structuredContent"]["status"] == "running", r
+        assert "taskId" not in r and r["structuredContent"]["status"] == "starting", r
         for method in ("tasks/get", "tasks/cancel"):
             err = legacy.request(method, {"taskId": "0" * 32}, version=None)["error"]
             assert err["code"] == -32601, (caps, method, err)
@@ -286,7 +286,7 @@ def test_the_server_does_not_exit_before_a_cancelled_task_is_halted(raw, home, e
     stubborn = ["sh", "-c", "trap 'echo term' TERM; while :; do sleep 0.1; done"]
     created = s.call("run", {"command": stubborn, "async": True})
     token = created["statusMessage"].split()[2]
-    pid = record(home, token)["started"]["pid"]
+    pid = agent_pid(home, token)
     # Claude Code sends its cancel twice at once, and stops its server with SIGINT at `/exit`.
     cancel = {"taskId": created["taskId"]}
     s.send("tasks/cancel", cancel)

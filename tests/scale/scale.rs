@@ -24,8 +24,7 @@ fn a_thousand_running_tasks_and_five_hundred_waits_hold_one_inotify_instance() {
         let v = h.run(&["--json", "run", "--async", "--", "sleep", "600"], 0).json();
         tokens.push(v["token"].as_str().unwrap().to_owned());
     }
-    let supervisors: Vec<i64> =
-        tokens.iter().map(|t| h.record(t)["started"]["supervisor_pid"].as_i64().unwrap()).collect();
+    let supervisors: Vec<i64> = tokens.iter().map(|t| h.supervisor_pid(t)).collect();
     assert_eq!(
         supervisors.iter().map(|&p| inotify_instances(p)).sum::<usize>(),
         0,

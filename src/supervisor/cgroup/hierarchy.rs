@@ -122,10 +122,12 @@ pub(super) fn is_task_name(name: &str) -> bool {
         && rest.iter().all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// Move this process out of any task's cgroup, into the cgroup the task's was made beside: a
-/// supervisor started by an agent has its own task, which its parent's halt must not end.
-pub fn leave_task_cgroups() -> Result<(), String> {
+/// Move process `pid` (0: this one) out of any task's cgroup, into the cgroup the task's was
+/// made beside: a supervisor started by an agent has its own task, which its parent's halt must
+/// not end. (`pid` is ours or our child, in our cgroups.)
+pub fn leave_task_cgroups(pid: u32) -> Result<(), String> {
     let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let pid = if pid == 0 { std::process::id() } else { pid };
     // The cheap look first: almost every supervisor is in no task's cgroup.
     let in_task = |path: &str| outside_tasks(path).len() < path.len();
     if !own.lines().any(|l| in_task(l.splitn(3, ':').nth(2).unwrap_or(""))) {
@@ -139,7 +141,7 @@ pub fn leave_task_cgroups() -> Result<(), String> {
         let outside = outside_tasks(path);
         if outside.len() < path.len()
             && let Some(dir) = in_mount(mount, outside)
-            && let Err(e) = write_to(&dir.join("cgroup.procs"), &std::process::id().to_string())
+            && let Err(e) = write_to(&dir.join("cgroup.procs"), &pid.to_string())
         {
             failed.push(format!("cannot leave the enclosing task's cgroup {path} for {}: {e}", dir.display()));
         }

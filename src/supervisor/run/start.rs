@@ -1,9 +1,10 @@
 //! A supervisor's start: from its fork to the agent's first run (its place in its pool, its
-//! cgroup, its backend, the start reported to the launcher), or the record of why it could not.
+//! cgroup, its backend), or the record of why it could not.
 
-use std::fs::{File, OpenOptions};
+use std::fs::OpenOptions;
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::net::UnixListener;
 use std::path::Path;
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
@@ -21,7 +22,7 @@ use crate::supervisor::cgroup::{self, NoCgroup};
 use crate::supervisor::clients::Clients;
 use crate::supervisor::follow::Follow;
 use crate::supervisor::input::Input;
-use crate::supervisor::launch::{LOCK_FD, report, started_report};
+use crate::supervisor::launch::{LOCK_FD, SOCKET_FD};
 use crate::supervisor::lock::Lock;
 use crate::supervisor::logwatch::LogWatch;
 use crate::supervisor::queue::{Waited, wait_for_place};
@@ -36,18 +37,18 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
     name_supervisor();
     // SAFETY: the process is single-threaded here (no runtime has been started).
     match unsafe { fork() } {
-        // SAFETY: _exit skips destructors that would flush the start-report pipe twice.
+        // SAFETY: _exit skips destructors of a process that did nothing else.
         Ok(ForkResult::Parent { .. }) => unsafe { libc::_exit(0) },
         Ok(ForkResult::Child) => {}
         Err(e) => {
-            report(&format!("error cannot fork the supervisor: {e}"));
+            eprintln!("agentctl supervisor: cannot fork: {e}");
             return ExitCode::from(70);
         }
     }
     match Store::at(home) {
         Ok(store) => serve(store, Task::Recorded(token)),
         Err(e) => {
-            report(&format!("error {e}"));
+            eprintln!("agentctl supervisor: {e}");
             ExitCode::from(70)
         }
     }
@@ -55,15 +56,17 @@ pub fn supervise(home: &Path, token: Token) -> ExitCode {
 
 /// The task a supervisor starts with.
 pub(in crate::supervisor) enum Task {
-    /// Saved by its launcher (the MCP server, which keeps its store open).
+    /// Saved in the database by its launcher (the MCP server, which keeps its store open).
     Recorded(Token),
-    /// Not saved yet: the launcher that forked this supervisor (the CLI) left the store to it,
-    /// so that a start opens the store once, and the supervisor keeps that connection.
-    Unsaved(Box<(TaskRecord, TaskSpec)>),
+    /// A next turn its launcher (the CLI) saved in the database before forking this supervisor.
+    Saved(Box<(TaskRecord, TaskSpec)>),
+    /// A new task its launcher (the CLI) left in a starting file: this supervisor moves it into
+    /// the database (unless a reader did first), and keeps that connection.
+    Starting(Box<(TaskRecord, TaskSpec)>),
 }
 
-/// The supervisor's whole life, in a detached process whose stdout is the start-report pipe and
-/// whose descriptor 3 holds the task's lock.
+/// The supervisor's whole life, in a detached process whose descriptor 3 holds the task's lock
+/// and 4 its control socket.
 pub(in crate::supervisor) fn serve(store: Store, task: Task) -> ExitCode {
     match Supervisor::start(store, task) {
         Ok(Some(mut sup)) => {
@@ -72,25 +75,28 @@ pub(in crate::supervisor) fn serve(store: Store, task: Task) -> ExitCode {
         }
         Ok(None) => ExitCode::SUCCESS,
         Err(e) => {
-            report(&format!("error {e}"));
+            eprintln!("agentctl supervisor: {e}");
             ExitCode::from(70)
         }
     }
 }
 
 impl Supervisor {
-    /// Set up, spawn the agent and report to the launcher. `None` when the agent could not start
-    /// (recorded as failed and reported).
+    /// Set up and spawn the agent. `None` when the agent could not start (recorded as failed),
+    /// or the task ended while it waited.
     pub(super) fn start(store: Store, task: Task) -> Result<Option<Supervisor>> {
         let token = match &task {
-            Task::Unsaved(given) => given.0.token,
+            Task::Saved(given) | Task::Starting(given) => given.0.token,
             Task::Recorded(token) => *token,
         };
-        // SAFETY: the launcher placed the task's locked lock file on this descriptor.
-        let lock = unsafe { OwnedFd::from_raw_fd(LOCK_FD) };
-        nix::fcntl::fcntl(&lock, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
-            .ctx(|| "the supervisor was started without its lock".into())?;
-        close_fds_from(LOCK_FD + 1);
+        // SAFETY: the launcher placed the task's locked lock file and its bound control socket
+        // on these descriptors.
+        let (lock, socket) = unsafe { (OwnedFd::from_raw_fd(LOCK_FD), OwnedFd::from_raw_fd(SOCKET_FD)) };
+        for (fd, what) in [(&lock, "lock"), (&socket, "control socket")] {
+            nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC))
+                .ctx(|| format!("the supervisor was started without its {what}"))?;
+        }
+        close_fds_from(SOCKET_FD + 1);
         // Who we are, in the lock file, before any process of the task exists.
         let id = own_id();
         let mut lock = Lock::new(lock, id);
@@ -98,7 +104,7 @@ impl Supervisor {
         redirect_stderr(&store.task_dir(token).join("supervisor.err"));
         // Started by an agent: out of its task's cgroup, as its own task is not part of that one
         // (whose halt would end it too, and which the end notes).
-        let stayed = cgroup::leave_task_cgroups().err();
+        let stayed = cgroup::leave_task_cgroups(0).err();
         if let Some(why) = &stayed {
             eprintln!("agentctl supervisor: {why}");
         }
@@ -113,22 +119,18 @@ impl Supervisor {
             .ctx(|| "cannot create a signalfd".into())?;
 
         let (mut rec, mut spec) = match task {
-            Task::Unsaved(given) => match store.save_start(&given.0, &given.1) {
-                Ok(queued) => {
-                    let (mut rec, spec) = *given;
-                    rec.queued = queued;
-                    (rec, spec)
-                }
-                Err(e) => {
-                    // Nothing of the task exists: its launcher removes what it made.
-                    report(&format!("unsaved {}", e.to_line()));
-                    return Ok(None);
-                }
-            },
+            Task::Saved(given) => *given,
+            Task::Starting(given) => {
+                // Not saved: its starting file stays, and whoever reads the task next records
+                // it `lost` with this error (our lock is free by then).
+                let queued = store.settle_starting(&given.0, &given.1)?;
+                let (rec, spec) = *given;
+                (TaskRecord { queued, ..rec }, spec)
+            }
             Task::Recorded(token) => (store.read_record(token)?, store.read_spec(token)?),
         };
         let socket_path = store.socket_path(token);
-        let mut clients = match Clients::listen(&socket_path) {
+        let mut clients = match Clients::new(UnixListener::from(socket)) {
             // Messages sent while it waits for a place are its agent's to read once it runs.
             Ok(mut l) => {
                 l.takes_messages = spec.input.is_some();
@@ -220,13 +222,8 @@ impl Supervisor {
             sid: nix::unistd::getsid(None).map(|s| s.as_raw()).unwrap_or(0),
             at_ms: spawning_at,
         };
-        rec.started = Some(started.clone());
+        rec.started = Some(started);
         store.write_record(&rec)?;
-        report(&started_report(&started));
-        // Nothing more for the launcher: close our end by pointing stdout at /dev/null.
-        if let Ok(null) = File::options().write(true).open("/dev/null") {
-            let _ = nix::unistd::dup2_stdout(null);
-        }
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let mut sup = Supervisor {
             store,
@@ -253,12 +250,10 @@ impl Supervisor {
     }
 }
 
-/// Record that the agent could not be started, then tell the launcher why (the record is
-/// final by the time the launcher returns).
+/// Record that the agent could not be started, and why.
 fn refuse_start(store: &Store, rec: &mut TaskRecord, spec: &TaskSpec, error: String) -> Result<()> {
-    let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error.clone()) };
+    let outcome = Outcome::Failed { exit_code: None, signal: None, error: Some(error) };
     let saved = store.finish(rec, outcome, None, None, Some(&spec.result));
-    report(&format!("error {error}"));
     crate::ops::start_hook(store, rec);
     saved
 }
