@@ -172,11 +172,12 @@ impl Home {
     /// not be in the database yet: a look at it through the CLI puts it there.
     pub fn record(&self, token: &str) -> Value {
         let read = || self.db().query_row("SELECT record FROM tasks WHERE token = ?1", [token], |r| r.get(0));
-        let text: String = read().or_else(|_| {
-            self.status(token);
-            read()
-        })
-        .unwrap();
+        let text: String = read()
+            .or_else(|_| {
+                self.status(token);
+                read()
+            })
+            .unwrap();
         serde_json::from_str(&text).unwrap()
     }
 
