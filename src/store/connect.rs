@@ -17,6 +17,10 @@ use super::legacy;
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::error::{Error, Result};
 
+/// How much of the database file a connection maps to read it (SQLite maps at most 2 GiB;
+/// a bigger store is read past that as before).
+const MMAP_SIZE: i64 = 0x7fff_0000;
+
 /// How long a write waits for another process's transaction. Transactions here take
 /// milliseconds; a thousand supervisors ending at once queue up behind each other.
 const BUSY_WAIT: Duration = Duration::from_secs(60);
@@ -173,6 +177,9 @@ fn open(home: &Path) -> Result<Connection> {
     // Not-final writes need not reach the disk before returning (a crash then loses nothing
     // true: the task would be `lost`); the final ones raise this to FULL (see `write_durably`).
     conn.pragma_update(None, "synchronous", "NORMAL").map_err(err(what))?;
+    // Pages read through a mapping of the file rather than one system call each (writes still
+    // go through the log).
+    let _ = conn.pragma_update(None, "mmap_size", MMAP_SIZE);
     let read_version = |conn: &Connection| conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0));
     if read_version(&conn).ok() == Some(SCHEMA_VERSION) {
         return Ok(conn);
@@ -260,6 +267,10 @@ fn migrate(conn: &Connection, home: &Path) -> Result<()> {
     }
     tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(err(what))?;
     tx.commit().map_err(err(what))?;
+    // A new store: its files' names on the disk (SQLite, built without it, syncs no directory).
+    if version == 0 {
+        let _ = std::fs::File::open(home).and_then(|d| d.sync_all());
+    }
     mark_schema(home);
     if let Some(imported) = imported {
         legacy::remove_imported_files(home, &imported);
@@ -274,31 +285,23 @@ fn schema_mark(home: &Path) -> PathBuf {
 }
 
 /// Say the schema is this release's (best effort: without it, a start opens the database).
-fn mark_schema(home: &Path) {
+pub(super) fn mark_schema(home: &Path) {
     let _ =
         super::write_atomic(&schema_mark(home), format!("{SCHEMA_VERSION}\n").as_bytes(), super::Durability::Atomic);
 }
 
-impl super::Store {
-    /// Refuse a store a newer release wrote, as opening it would, without opening it when its
-    /// schema mark says it is this release's; else open it (bringing an older one up to date)
-    /// and mark it.
-    pub fn check_schema(&self) -> Result<()> {
-        let mark = std::fs::read_to_string(schema_mark(self.home())).ok();
-        if mark.and_then(|m| m.trim().parse::<i64>().ok()) == Some(SCHEMA_VERSION) {
-            return Ok(());
-        }
-        drop(self.db()?);
-        mark_schema(self.home());
-        Ok(())
-    }
+/// Whether the schema mark says this release's schema.
+pub(super) fn schema_marked(home: &Path) -> bool {
+    let mark = std::fs::read_to_string(schema_mark(home)).ok();
+    mark.and_then(|m| m.trim().parse::<i64>().ok()) == Some(SCHEMA_VERSION)
 }
 
 /// How long the write-ahead log may grow before a process empties it (`Pool::checkpoint`):
-/// about one task's writes. Every process that opens the store while no other has it open
-/// replays the whole log first (12 µs a page on a virtual machine), and most commands are such
-/// processes; emptying it costs the process that does it two syncs, after its work is done.
-const LOG_KEPT: u64 = 64 * 1024;
+/// about four short tasks' writes. Every process that opens the store while no other has it
+/// open replays the whole log first (one read per page), and most commands are such processes;
+/// emptying it costs the process that does it three syncs (the log, the database, the log's
+/// new header), after its work is done: about one per task's life.
+const LOG_KEPT: u64 = 512 * 1024;
 
 /// The length of the write-ahead log (0 if there is none).
 fn log_len(home: &Path) -> u64 {

@@ -112,7 +112,8 @@ impl Store {
         let short = || crate::summary::keep_end(&summary, RESERVE as usize / 4);
         let write = || {
             let body = if freed.get() { short() } else { summary.clone() };
-            write_atomic(&summary_path, body.as_bytes(), Durability::Durable)
+            // Not synced: the answer is synced with the final record (`read_summary`).
+            write_atomic(&summary_path, body.as_bytes(), Durability::Atomic)
         };
         if let Err(e) = on_full_disk(&write, &mut notes) {
             notes.push(e.to_string());
@@ -132,7 +133,9 @@ impl Store {
         // The final record and its event in one transaction: whoever the event wakes reads the
         // end, and a crash leaves both or neither.
         let first = std::cell::Cell::new(true);
-        let recorded = on_full_disk(&|| self.record_end(&ended, Some(event.clone())).map(|f| first.set(f)), &mut notes);
+        let body = || if freed.get() { short() } else { summary.clone() };
+        let recorded =
+            on_full_disk(&|| self.record_end(&ended, Some(event.clone()), &body()).map(|f| first.set(f)), &mut notes);
         // Not recorded (a read-only home, say): the caller still learns how the task ended.
         recorded?;
         if !first.get() {
@@ -149,7 +152,7 @@ impl Store {
 
     /// Write the final record `rec` (and its event) unless the task already has one; true if
     /// this was the first. The event wakes waiters once committed.
-    pub(super) fn record_end(&self, rec: &TaskRecord, event: Option<Event>) -> Result<bool> {
+    pub(super) fn record_end(&self, rec: &TaskRecord, event: Option<Event>, summary: &str) -> Result<bool> {
         let what = || format!("cannot record the end of task {}", rec.token);
         let conn = self.db()?;
         let tx = db::write_durably(&conn).map_err(err(what))?;
@@ -157,8 +160,9 @@ impl Store {
         let text = super::rows::to_json(rec)?;
         let changed = tx
             .execute(
-                "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4 WHERE token = ?1 AND ended_at_ms IS NULL",
-                rusqlite::params![rec.token.as_str(), text, rec.status().as_str(), ended_at],
+                "UPDATE tasks SET record = ?2, status = ?3, ended_at_ms = ?4, summary = ?5 \
+                 WHERE token = ?1 AND ended_at_ms IS NULL",
+                rusqlite::params![rec.token.as_str(), text, rec.status().as_str(), ended_at, summary],
             )
             .map_err(err(what))?;
         if changed == 0 {
@@ -185,7 +189,8 @@ impl Store {
     /// holds the task's lock.
     pub fn adopt_late_end(&self, t: Token) -> Result<Option<TaskRecord>> {
         let Some((rec, file)) = super::legacy::late_record(&self.task_dir(t), t) else { return Ok(None) };
-        self.record_end(&rec, None)?;
+        let summary = fs::read_to_string(self.summary_path(&rec.role, t)).unwrap_or_default();
+        self.record_end(&rec, None, &summary)?;
         let _ = fs::remove_file(file);
         self.read_record(t).map(Some)
     }
@@ -278,9 +283,11 @@ impl Store {
         {
             let mut del_events = tx.prepare_cached("DELETE FROM events WHERE token = ?1").map_err(err(what))?;
             let mut del_task = tx.prepare_cached("DELETE FROM tasks WHERE token = ?1").map_err(err(what))?;
+            let mut del_spec = tx.prepare_cached("DELETE FROM specs WHERE token = ?1").map_err(err(what))?;
             for t in &gone {
                 events += del_events.execute([t.as_str()]).map_err(err(what))?;
                 del_task.execute([t.as_str()]).map_err(err(what))?;
+                del_spec.execute([t.as_str()]).map_err(err(what))?;
             }
         }
         Store::remove_questions(&tx, &gone)?;

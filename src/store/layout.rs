@@ -107,6 +107,18 @@ impl Store {
         Store::with(self.home.clone(), self.checked)
     }
 
+    /// Refuse a store a newer release wrote, as opening it would, without opening it when its
+    /// schema mark says it is this release's; else open it (bringing an older one up to date)
+    /// and mark it.
+    pub fn check_schema(&self) -> Result<()> {
+        if super::connect::schema_marked(&self.home) {
+            return Ok(());
+        }
+        drop(self.db()?);
+        super::connect::mark_schema(&self.home);
+        Ok(())
+    }
+
     /// Close the idle connections to the database: before forking without exec, and before a
     /// long sleep (an open connection keeps a lock on the store's files, which the kernel walks
     /// past on every lock any other process takes: a thousand sleeping ones slow all).

@@ -2,7 +2,7 @@
 //! the one before (the first one makes it).
 
 /// The schema this release writes. Each version's migration is in `MIGRATIONS`.
-pub(super) const SCHEMA_VERSION: i64 = 10;
+pub(super) const SCHEMA_VERSION: i64 = 11;
 
 /// The statement that sets where the task of the row `NEW` stands in its pool, from its other
 /// columns: none for a task that ended or has no pool; `held` for one given a place
@@ -38,7 +38,7 @@ macro_rules! pool_state_triggers {
 }
 
 /// Migration `i` takes the schema from version `i` to `i + 1`.
-pub(super) const MIGRATIONS: [&str; 10] = [
+pub(super) const MIGRATIONS: [&str; 11] = [
     r"
     CREATE TABLE tasks (
         token TEXT PRIMARY KEY NOT NULL,
@@ -166,4 +166,12 @@ pub(super) const MIGRATIONS: [&str; 10] = [
         r"
 "
     ),
+    // A task's spec in a table of its own, written once: a record that changes (each task's
+    // start, run and end) rewrites a row that fits in its page rather than one that spills
+    // over into pages of its own. Rows saved before keep their spec in `tasks`. The answer is
+    // saved with the end, in the one write made durable (its file beside the log is not).
+    r"
+    CREATE TABLE specs (token TEXT PRIMARY KEY NOT NULL, spec TEXT NOT NULL) WITHOUT ROWID;
+    ALTER TABLE tasks ADD COLUMN summary TEXT;
+",
 ];

@@ -14,6 +14,15 @@ use super::{FileLock, Store};
 use crate::error::{Error, IoContext, Result};
 use crate::task::{Role, TaskRecord, TaskSpec, Token};
 
+/// A task's spec as read: from its own table, else (saved by an earlier release) its row's.
+const SPEC: &str = "coalesce((SELECT spec FROM specs WHERE specs.token = tasks.token), spec)";
+
+/// Save task `t`'s spec, over the one it had.
+fn save_spec(conn: &rusqlite::Connection, t: Token, spec: &TaskSpec) -> rusqlite::Result<()> {
+    let text = serde_json::to_string(spec).expect("a spec encodes");
+    conn.execute("INSERT OR REPLACE INTO specs (token, spec) VALUES (?1, ?2)", params![t.as_str(), text]).map(drop)
+}
+
 /// Whether a task about to start waits for a place: its pool is full, or has a spend limit (its
 /// supervisor looks at what the pool spent first).
 fn must_queue(tx: &rusqlite::Connection, spec: &TaskSpec) -> Result<bool> {
@@ -69,16 +78,15 @@ impl Store {
         let saved = TaskRecord { queued, ..rec.clone() };
         let inserted = tx
             .execute(
-                "INSERT INTO tasks (token, created_at_ms, status, role, record, spec, pool, queue_seq) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks)) \
-             ON CONFLICT (token) DO NOTHING",
+                "INSERT INTO tasks (token, created_at_ms, status, role, record, pool, queue_seq) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks)) \
+                 ON CONFLICT (token) DO NOTHING",
                 params![
                     saved.token.as_str(),
                     saved.created_at_ms as i64,
                     saved.status().as_str(),
                     saved.role.as_str(),
                     to_json(&saved)?,
-                    to_json(spec)?,
                     spec.pool.as_ref().map(|p| p.name.as_str()),
                 ],
             )
@@ -86,6 +94,7 @@ impl Store {
         if inserted == 0 {
             return Err(Error::Refused(format!("task {} is saved already", rec.token)));
         }
+        save_spec(&tx, rec.token, spec).map_err(err(what))?;
         tx.commit().map_err(err(what))?;
         Ok(queued)
     }
@@ -109,13 +118,12 @@ impl Store {
         let saved = TaskRecord { queued, ..rec.clone() };
         let changed = tx
             .execute(
-                "UPDATE tasks SET record = ?2, spec = ?3, status = ?4, pool = ?5, ended_at_ms = NULL, \
-                 queue_seq = (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks) \
+                "UPDATE tasks SET record = ?2, spec = NULL, summary = NULL, status = ?3, pool = ?4, \
+                 ended_at_ms = NULL, queue_seq = (SELECT coalesce(max(queue_seq), 0) + 1 FROM tasks) \
                  WHERE token = ?1 AND ended_at_ms IS NOT NULL",
                 params![
                     saved.token.as_str(),
                     to_json(&saved)?,
-                    to_json(spec)?,
                     saved.status().as_str(),
                     spec.pool.as_ref().map(|p| p.name.as_str()),
                 ],
@@ -124,6 +132,7 @@ impl Store {
         if changed == 0 {
             return Err(Error::Refused(format!("task {} is not ended: it cannot begin another turn", rec.token)));
         }
+        save_spec(&tx, rec.token, spec).map_err(err(what))?;
         tx.commit().map_err(err(what))?;
         Ok(queued)
     }
@@ -153,12 +162,21 @@ impl Store {
         self.read_json(t, "record")
     }
 
+    /// The answer saved with task `t`'s end (what its summary file holds, unless a crash of the
+    /// machine lost that file); `None` for a task not ended, or ended by an earlier release.
+    pub fn read_summary(&self, t: Token) -> Result<Option<String>> {
+        let what = || format!("cannot read task {t}");
+        let conn = self.db()?;
+        let text = conn.query_row("SELECT summary FROM tasks WHERE token = ?1", [t.as_str()], |r| r.get(0)).optional();
+        Ok(text.map_err(err(what))?.flatten())
+    }
+
     /// Load the spec.
     pub fn read_spec(&self, t: Token) -> Result<TaskSpec> {
-        match self.read_json(t, "spec") {
+        match self.read_json(t, SPEC) {
             Err(Error::UnknownToken { .. }) => {
                 self.settle_read(t)?;
-                self.read_json(t, "spec")
+                self.read_json(t, SPEC)
             }
             read => read,
         }
@@ -169,7 +187,8 @@ impl Store {
     pub fn write_spec(&self, t: Token, spec: &TaskSpec) -> Result<()> {
         let what = || format!("cannot save task {t}");
         let conn = self.db()?;
-        conn.execute("UPDATE tasks SET spec = ?2 WHERE token = ?1", params![t.as_str(), to_json(spec)?])
+        save_spec(&conn, t, spec).map_err(err(what))?;
+        conn.execute("UPDATE tasks SET spec = NULL WHERE token = ?1 AND spec IS NOT NULL", [t.as_str()])
             .map_err(err(what))?;
         Ok(())
     }

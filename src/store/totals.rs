@@ -28,7 +28,10 @@ impl SpendBy {
             SpendBy::Role => "role",
             SpendBy::Pool => "pool",
             SpendBy::Session => "json_extract(record, '$.session')",
-            SpendBy::Agent => "coalesce(json_extract(spec, '$.agent'), 'generic')",
+            SpendBy::Agent => {
+                "coalesce(json_extract(coalesce((SELECT spec FROM specs WHERE specs.token = tasks.token), spec), \
+                 '$.agent'), 'generic')"
+            }
         }
     }
 

@@ -107,6 +107,8 @@ impl LogWatch {
         }
         match self.published {
             Some((_, last)) if last == at => return,
+            // Nothing counted yet: no file says it as well as an empty one.
+            None if at == LineCounter::new().checkpoint() => return,
             Some((when, _)) if now < when + PUBLISH_EVERY => {
                 self.due = Some(when + PUBLISH_EVERY);
                 return;

@@ -39,7 +39,7 @@ pub fn lives(pid: i32, start: u64, boot: u128) -> bool {
 
 /// The kernel's id of this boot.
 fn boot_id() -> Option<u128> {
-    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let text = super::unix::read_pseudo("/proc/sys/kernel/random/boot_id").ok()?;
     u128::from_str_radix(&text.trim().replace('-', ""), 16).ok()
 }
 

@@ -48,6 +48,7 @@ pub(super) fn spawn_agent(
         log: log.as_raw_fd(),
         supervisor: std::process::id() as libc::pid_t,
         nofile: AGENT_NOFILE.load(Ordering::Relaxed),
+        ignored: ignored_signals(),
         errno: AtomicI32::new(0),
     };
     // Reserved, not zeroed: the child touches only the few pages at the top, and zeroing the
@@ -212,6 +213,8 @@ struct Child<'a> {
     supervisor: libc::pid_t,
     /// The descriptor limit to give the agent (0: as it is).
     nofile: libc::rlim_t,
+    /// The signals to set back to their default action (bit `n - 1` for signal `n`).
+    ignored: u64,
     /// Why the agent could not be started, written by the child before it exits.
     errno: AtomicI32,
 }
@@ -274,7 +277,7 @@ extern "C" fn start(arg: *mut libc::c_void) -> libc::c_int {
     let c = unsafe { &*(arg as *const Child) };
     // SAFETY: each call is a plain system call on this child's own descriptors and state.
     unsafe {
-        reset_dispositions();
+        reset_dispositions(c.ignored);
         if libc::dup2(c.stdin, 0) == -1 || libc::dup2(c.log, 1) == -1 || libc::dup2(c.log, 2) == -1 {
             fail(c);
         }
@@ -320,14 +323,15 @@ fn fail(c: &Child) -> ! {
     unsafe { libc::_exit(127) }
 }
 
-/// Set every signal back to its default action. Exec resets caught signals but keeps ignored
-/// ones, so an agentctl started under `nohup` (or a runner that ignores SIGTERM) would hand its
-/// agents a SIGTERM they cannot receive. The raw system call also reaches the two real-time
-/// signals libc reserves for itself. Async-signal-safe.
-fn reset_dispositions() {
+/// Set the signals of `ignored` back to their default action. Exec resets caught signals but
+/// keeps ignored ones, so an agentctl started under `nohup` (or a runner that ignores SIGTERM)
+/// would hand its agents a SIGTERM they cannot receive; no handler of ours can run in the child
+/// (every signal is blocked until it executes). The raw system call also reaches the two
+/// real-time signals libc reserves for itself. Async-signal-safe.
+fn reset_dispositions(ignored: u64) {
     // The kernel's `struct sigaction` all zero: SIG_DFL, no flags, no restorer, empty mask.
     let default = [0u64; 4];
-    for sig in 1..=64 {
+    for sig in (1..=64).filter(|&sig| ignored & (1 << (sig - 1)) != 0) {
         if sig != libc::SIGKILL && sig != libc::SIGSTOP {
             // SAFETY: the kernel reads 32 bytes of `default` (8-byte mask); no old action is
             // returned.
@@ -335,5 +339,28 @@ fn reset_dispositions() {
                 libc::syscall(libc::SYS_rt_sigaction, sig, default.as_ptr(), std::ptr::null_mut::<u64>(), 8usize);
             }
         }
+    }
+}
+
+/// The signals this process ignores (`SigIgn` of `/proc/self/status`), read once: every signal
+/// if it cannot be read.
+fn ignored_signals() -> u64 {
+    static IGNORED: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *IGNORED.get_or_init(|| {
+        let status = super::unix::read_pseudo("/proc/self/status").unwrap_or_default();
+        let mask = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).map(str::trim);
+        mask.and_then(|m| u64::from_str_radix(m, 16).ok()).unwrap_or(u64::MAX)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_signals_ignored_here_are_read() {
+        // The test harness, as Rust programs do, ignores SIGPIPE.
+        assert_ne!(ignored_signals() & (1 << (libc::SIGPIPE - 1)), 0);
+        assert_ne!(ignored_signals(), u64::MAX);
     }
 }

@@ -7,11 +7,30 @@ use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
+/// The text of a small file of /proc or /sys in as few system calls as it takes (an open, a
+/// read or two, a close): `fs::read_to_string` asks first for a size such files do not have,
+/// then reads them in growing pieces.
+pub fn read_pseudo(path: impl AsRef<std::path::Path>) -> std::io::Result<String> {
+    use std::io::Read;
+    let mut file = fs::File::open(path)?;
+    let mut text = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => text.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    String::from_utf8(text).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
 /// The supervisor's direct children (it is single-threaded, so its main thread has them all).
 /// Reparented orphans land here too, because the supervisor is a child subreaper.
 pub fn own_children() -> Vec<Pid> {
     let me = std::process::id();
-    match fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+    match read_pseudo(format!("/proc/{me}/task/{me}/children")) {
         Ok(s) => s.split_whitespace().filter_map(|p| p.parse().ok()).map(Pid::from_raw).collect(),
         // Kernels without CONFIG_PROC_CHILDREN: the parent links say the same, more slowly.
         Err(_) => {
@@ -64,7 +83,7 @@ pub fn name_supervisor() {
 /// record and a `halt` of its own: it is never one of our leftovers.
 pub fn is_supervisor(pid: Pid) -> bool {
     use std::os::unix::fs::MetadataExt;
-    let Ok(comm) = fs::read_to_string(format!("/proc/{pid}/comm")) else { return false };
+    let Ok(comm) = read_pseudo(format!("/proc/{pid}/comm")) else { return false };
     if comm.trim_end_matches('\n').as_bytes() != SUPERVISOR_NAME.to_bytes() {
         return false;
     }
@@ -103,7 +122,7 @@ pub fn single_threaded() -> bool {
 /// `/proc/PID/stat` from field 3 (state) on. The command name (field 2) may hold spaces and
 /// parentheses: the fields resume after the last ')'.
 pub(super) fn stat_fields(pid: &str) -> Option<String> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = read_pseudo(format!("/proc/{pid}/stat")).ok()?;
     Some(stat[stat.rfind(')')? + 2..].to_owned())
 }
 

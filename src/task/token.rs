@@ -51,6 +51,16 @@ impl Token {
 /// A random number from the OS (`getrandom`: no generator to seed, no CPU feature probe).
 /// Should the OS refuse, the time and process id, mixed, still differ between calls.
 pub fn random_u64() -> u64 {
+    // The system call itself: the crate, in a statically linked binary, cannot find glibc's
+    // wrapper and opens /dev/random and /dev/urandom instead (five calls for every token).
+    #[cfg(target_os = "linux")]
+    {
+        let mut n = [0u8; 8];
+        // SAFETY: getrandom writes at most `n.len()` bytes into `n`.
+        if unsafe { libc::getrandom(n.as_mut_ptr().cast(), n.len(), 0) } == n.len() as isize {
+            return u64::from_ne_bytes(n);
+        }
+    }
     getrandom::u64().unwrap_or_else(|_| {
         use std::hash::{Hash, Hasher};
         static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);

@@ -140,7 +140,9 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
     let v = h.run(&["--json", "run", "--", &fake_agent(), "sleep", "0"], 0).json();
     h.db()
         .execute_batch(
-            "DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
+            "UPDATE tasks SET spec = (SELECT spec FROM specs WHERE specs.token = tasks.token); DROP TABLE specs; \
+             ALTER TABLE tasks DROP COLUMN summary; \
+             DROP INDEX tasks_by_status; DROP INDEX tasks_by_role; DROP TABLE questions; DROP TABLE mcp_tasks; \
              DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
              DROP INDEX tasks_in_pools; ALTER TABLE tasks DROP COLUMN pool_state; DROP INDEX tasks_by_queue_seq; \
              ALTER TABLE tasks DROP COLUMN pool; \
@@ -160,7 +162,7 @@ fn a_store_of_schema_1_is_brought_up_to_date_with_its_tasks() {
             |r| r.get(0),
         )
         .unwrap();
-    assert_eq!((version, indexes), (10, 7));
+    assert_eq!((version, indexes), (11, 7));
     // An MCP task handed out before turns were kept stands for the first turn.
     let turn: i64 = db
         .query_row("SELECT dflt_value FROM pragma_table_info('mcp_tasks') WHERE name = 'turn'", [], |r| {

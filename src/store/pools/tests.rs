@@ -223,7 +223,9 @@ fn a_store_of_schema_5_or_6_learns_where_its_open_tasks_stand() {
     let before = states(&store);
     assert_eq!(before, [None, Some("held".into()), Some("waiting".into()), Some("waiting".into())]);
     drop(store);
-    let undo = "DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
+    let undo = "UPDATE tasks SET spec = (SELECT spec FROM specs WHERE specs.token = tasks.token); \
+                DROP TABLE specs; ALTER TABLE tasks DROP COLUMN summary; \
+                DROP TRIGGER tasks_pool_state_saved; DROP TRIGGER tasks_pool_state_written; \
                 DROP INDEX tasks_in_pools; ALTER TABLE mcp_tasks DROP COLUMN turn;";
     for older in [
         "ALTER TABLE tasks DROP COLUMN pool_state; \

@@ -34,8 +34,8 @@ pub(super) struct Mount {
 
 impl Hierarchies {
     pub(super) fn read() -> Hierarchies {
-        let mountinfo = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        Hierarchies::parse(&mountinfo, &fs::read_to_string("/proc/self/cgroup").unwrap_or_default())
+        let read = |path| crate::supervisor::unix::read_pseudo(path).unwrap_or_default();
+        Hierarchies::parse(&read("/proc/self/mountinfo"), &read("/proc/self/cgroup"))
     }
 
     /// From `/proc/self/mountinfo` and `/proc/self/cgroup`: for each hierarchy, the first mount
@@ -126,7 +126,7 @@ pub(super) fn is_task_name(name: &str) -> bool {
 /// made beside: a supervisor started by an agent has its own task, which its parent's halt must
 /// not end. (`pid` is ours or our child, in our cgroups.)
 pub fn leave_task_cgroups(pid: u32) -> Result<(), String> {
-    let own = fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    let own = crate::supervisor::unix::read_pseudo("/proc/self/cgroup").unwrap_or_default();
     let pid = if pid == 0 { std::process::id() } else { pid };
     // The cheap look first: almost every supervisor is in no task's cgroup.
     let in_task = |path: &str| outside_tasks(path).len() < path.len();

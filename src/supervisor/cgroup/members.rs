@@ -77,7 +77,7 @@ pub fn signal_all(cg: &TaskCgroup, sigs: &[Signal]) {
 pub fn contains(cg: &TaskCgroup, pid: i32) -> bool {
     let Some(name) = cg.path.file_name().and_then(|n| n.to_str()) else { return false };
     let inside = format!("/{TASKS_DIR}/{name}");
-    fs::read_to_string(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
+    crate::supervisor::unix::read_pseudo(format!("/proc/{pid}/cgroup")).is_ok_and(|t| {
         t.lines()
             .filter_map(|l| l.strip_prefix("0::"))
             .any(|p| p.find(&inside).is_some_and(|i| matches!(p.as_bytes().get(i + inside.len()), None | Some(b'/'))))
@@ -164,6 +164,12 @@ pub fn remove(cg: &TaskCgroup) {
 
 /// Remove cgroup `dir` and any it holds, deepest first; fails on one with processes.
 pub(super) fn remove_tree(dir: &Path) -> io::Result<()> {
+    // Most hold none: one call.
+    match fs::remove_dir(dir) {
+        Ok(()) => return Ok(()),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(_) => {}
+    }
     if let Ok(entries) = fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {
