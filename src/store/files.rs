@@ -86,6 +86,12 @@ pub fn open(path: &Path, access: Access) -> io::Result<File> {
     Ok(file)
 }
 
+/// Whether `path` is a directory reached through no symlink (one call where the kernel has
+/// `openat2`; false where it cannot tell).
+pub(super) fn is_real_dir(path: &Path) -> bool {
+    cfg!(target_os = "linux") && open_no_symlinks(path, libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC).is_ok()
+}
+
 /// Whether the kernel has `openat2` (Linux 5.6); learned on the first call.
 #[cfg(target_os = "linux")]
 fn open_no_symlinks(path: &Path, flags: libc::c_int) -> io::Result<File> {

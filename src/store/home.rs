@@ -133,6 +133,11 @@ pub(super) fn create_home(home: &Path) -> Result<()> {
 /// Create `home/rel` (each missing part 0700), refusing to pass through a symlink: nothing
 /// planted in the home may redirect where agentctl writes.
 pub(super) fn ensure_dir(home: &Path, rel: &Path) -> Result<PathBuf> {
+    // Most often all there already: one look at the whole path (the home's own has no symlink).
+    let whole = home.join(rel);
+    if super::files::is_real_dir(&whole) {
+        return Ok(whole);
+    }
     let mut dir = home.to_owned();
     for part in rel.components() {
         dir.push(part);
