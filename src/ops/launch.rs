@@ -194,6 +194,7 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
     // is refused here all the same.
     store.check_schema()?;
     let (token, lock) = store.create_task(&req.role)?;
+    crate::crash::point("launch.created");
     let prepare = || -> Result<(TaskRecord, TaskSpec)> {
         let question_file = store.question_path(&req.role, token);
         if template.uses_question_file() {

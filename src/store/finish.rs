@@ -118,6 +118,7 @@ impl Store {
         if let Err(e) = on_full_disk(&write, &mut notes) {
             notes.push(e.to_string());
         }
+        crate::crash::point_of("end.summary", t.as_str());
         let exit_code = outcome.exit_code();
         let note = (!notes.is_empty()).then(|| notes.join("; "));
         rec.ended = Some(Ended { outcome, at_ms: unix_ms(SystemTime::now()), line_count, note });
@@ -138,6 +139,7 @@ impl Store {
             on_full_disk(&|| self.record_end(&ended, Some(event.clone()), &body()).map(|f| first.set(f)), &mut notes);
         // Not recorded (a read-only home, say): the caller still learns how the task ended.
         recorded?;
+        crate::crash::point_of("end.recorded", t.as_str());
         if !first.get() {
             // Someone recorded the end first (they held the lock before us): theirs stands.
             *rec = self.read_record(t)?;

@@ -49,6 +49,7 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
             let queued = crate::store::waits_first(spec);
             let rec = TaskRecord { queued, ..rec.clone() };
             store.write_starting(&rec, spec).map_err(unsaved)?;
+            crate::crash::point("launch.saved");
             (queued, Task::Starting(Box::new((rec, spec.clone()))))
         } else {
             let queued = store.save_start(rec, spec)?;
@@ -129,6 +130,7 @@ fn fork_supervisor(store: &Store, token: Token, task: Task, lock: FileLock, sock
     // the caller: it ends with _exit, after the supervisor's life or a failed step.
     match unsafe { fork() }.ctx(|| "cannot fork the task's supervisor".into())? {
         ForkResult::Parent { child } => {
+            crate::crash::point("launch.forked");
             // The supervisor's descriptors share the lock and the socket now.
             drop((lock, socket));
             // Started by an agent: out of its task's cgroup before that agent can end, and its

@@ -15,6 +15,7 @@ mod clock;
 mod concurrency;
 mod containment;
 mod containment_strays;
+mod crash_points;
 mod delivery;
 mod disk;
 mod home_files;

@@ -126,6 +126,7 @@ impl Supervisor {
             eprintln!("cannot record the end of task {}: {e}", self.rec.token);
         }
         self.clients.answer(|want| want == Some(Request::Wait));
+        crate::crash::point("end.cleaned");
         self.end_leftovers();
         let _ = waitpid(self.child, None);
         while let Ok(status) = waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {

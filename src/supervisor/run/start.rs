@@ -97,6 +97,8 @@ impl Supervisor {
                 .ctx(|| format!("the supervisor was started without its {what}"))?;
         }
         close_fds_from(SOCKET_FD + 1);
+        crate::crash::supervising(token.as_str());
+        crate::crash::point("supervisor.begun");
         // Who we are, in the lock file, before any process of the task exists.
         let id = own_id();
         let mut lock = Lock::new(lock, id);
@@ -124,6 +126,7 @@ impl Supervisor {
                 // Not saved: its starting file stays, and whoever reads the task next records
                 // it `lost` with this error (our lock is free by then).
                 let queued = store.settle_starting(&given.0, &given.1)?;
+                crate::crash::point("supervisor.settled");
                 let (rec, spec) = *given;
                 (TaskRecord { queued, ..rec }, spec)
             }
@@ -223,6 +226,7 @@ impl Supervisor {
             at_ms: spawning_at,
         };
         rec.started = Some(started);
+        crate::crash::point("supervisor.spawned");
         store.write_record(&rec)?;
         let deadline = spec.deadline_ms.map(|ms| Instant::now() + Duration::from_millis(ms));
         let mut sup = Supervisor {
