@@ -61,7 +61,10 @@ def take_seeds(ag):
     ag.run("notify", "--session", "lead", "Stop after the tests pass")
     seeds = {"task": {}, "event": {}}
     with ag.db() as db:
-        for status, rec, spec in db.execute("SELECT status, record, spec FROM tasks ORDER BY created_at_ms"):
+        for status, rec, spec in db.execute(
+            "SELECT status, record, coalesce((SELECT spec FROM specs WHERE specs.token = tasks.token), spec) "
+            "FROM tasks ORDER BY created_at_ms"
+        ):
             seeds["task"].setdefault(status, (json.loads(rec), json.loads(spec)))
         for kind, token, body in db.execute("SELECT kind, token, body FROM events ORDER BY seq"):
             body = json.loads(body)
@@ -117,8 +120,9 @@ def fill(ag, seeds, tasks, events, now_ms, span_days=180, sessions=1000, rng_see
         write_files(ag.home, tok, role, f"{pid} {pid} {rng.randint(10**5, 10**8)} {old_boot}\n", log, summary)
     with ag.db() as db:
         db.execute("BEGIN")
-        db.executemany("INSERT INTO tasks (token, created_at_ms, ended_at_ms, status, role, record, spec) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        db.executemany("INSERT INTO tasks (token, created_at_ms, ended_at_ms, status, role, record, summary) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", [(*r[:6], task_info[i][4]) for i, r in enumerate(rows)])
+        db.executemany("INSERT INTO specs (token, spec) VALUES (?, ?)", [(r[0], r[6]) for r in rows])
         db.execute("COMMIT")
     del rows
     # The events, in time order as they would have come: (at_ms, kind, task index or session).

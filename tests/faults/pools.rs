@@ -184,6 +184,9 @@ impl OldWaiter {
                 [after, token],
             )
             .unwrap();
+        h.db()
+            .execute("INSERT INTO specs (token, spec) SELECT ?2, spec FROM specs WHERE token = ?1", [after, token])
+            .unwrap();
         let listener = UnixListener::bind(dir.join("ctl.sock")).unwrap();
         let (asked, connections) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicUsize::new(0)));
         let (seen, counted) = (Arc::clone(&asked), Arc::clone(&connections));

@@ -45,7 +45,9 @@ impl Drop for Cluster {
         }
         let tasks: Vec<(String, bool, String)> = {
             let db = self.home.db();
-            let mut stmt = db.prepare("SELECT token, ended_at_ms IS NULL, spec FROM tasks").unwrap();
+            let mut stmt = db
+                .prepare("SELECT token, ended_at_ms IS NULL, specs.spec FROM tasks JOIN specs USING (token)")
+                .unwrap();
             stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).unwrap().map(Result::unwrap).collect()
         };
         for (token, open, spec) in tasks {
