@@ -12,6 +12,15 @@ pub use super::launch_args::{AskArgs, LaunchArgs, RunArgs, WaitArgs};
 #[derive(Debug, Parser)]
 #[command(name = "agentctl", version, propagate_version = true, after_help = EXAMPLES)]
 pub struct Cli {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The options every command takes.
+#[derive(Debug, Args)]
+pub struct Globals {
     /// State directory [default: $AGENTCTL_HOME, else $XDG_STATE_HOME/agentctl, else ~/.local/state/agentctl]
     #[arg(long, global = true, value_name = "DIR", help_heading = GLOBAL)]
     pub home: Option<PathBuf>,
@@ -24,8 +33,6 @@ pub struct Cli {
     /// Colour on a terminal (auto), always or never; NO_COLOR set means never unless `always`
     #[arg(long, global = true, value_name = "WHEN", default_value = "auto", help_heading = GLOBAL)]
     pub color: clap::ColorChoice,
-    #[command(subcommand)]
-    pub command: Command,
 }
 
 /// The heading global options are shown under, apart from each command's own.

@@ -19,7 +19,9 @@ use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration}
 pub fn main() -> ExitCode {
     // A shell asking for completions gets them, and nothing else runs.
     super::complete::answer_shell();
-    let cli = match Cli::try_parse() {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let parsed = super::narrow::parse(&args).map_or_else(|| Cli::try_parse_from(&args), Ok);
+    let cli = match parsed {
         Ok(c) => c,
         Err(e) if !e.use_stderr() => {
             // --help, --version
@@ -46,11 +48,12 @@ pub fn main() -> ExitCode {
             return Out { json, home_flag: None, colour: false }.error_quietly(&usage);
         }
     };
-    let out = Out { json: cli.json, home_flag: cli.home.clone(), colour: super::term::colour(cli.color) };
+    let g = &cli.globals;
+    let out = Out { json: g.json, home_flag: g.home.clone(), colour: super::term::colour(g.color) };
     if let Command::Supervise(args) | Command::Hook(args) = &cli.command {
         // Before any runtime exists: the supervisor and a hook's runner fork, and must be
         // single-threaded.
-        return match (resolve_home(cli.home.clone()), Token::parse(&args.token), &cli.command) {
+        return match (resolve_home(cli.globals.home.clone()), Token::parse(&args.token), &cli.command) {
             (Ok(home), Ok(token), Command::Supervise(_)) => crate::supervisor::supervise(&home, token),
             (Ok(home), Ok(token), _) => ops::run_hook(&home, token),
             (Err(e), _, _) | (_, Err(e), _) => out.error(&e),
@@ -68,7 +71,7 @@ pub fn main() -> ExitCode {
         }
     };
     let serves = matches!(cli.command, Command::Mcp(_));
-    let ran = runtime.block_on(run(cli.command, cli.home, cli.agents, &out));
+    let ran = runtime.block_on(run(cli.command, cli.globals.home, cli.globals.agents, &out));
     if serves {
         // A server stopped by a signal still has a thread blocked reading stdin, which would
         // hold the runtime's drop for ever; everything it did is finished by now.

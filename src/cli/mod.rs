@@ -5,6 +5,7 @@ mod complete;
 mod dispatch;
 mod launch_args;
 mod log_json;
+mod narrow;
 mod progress;
 mod reference;
 mod render;
