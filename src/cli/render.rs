@@ -12,6 +12,7 @@ use crate::ops::{self, Awaited, LoggedEvent, Pruned, TaskView, human_duration};
 use crate::task::{Event, EventKind, Question, Status, Token};
 
 /// How to print: `--json` or text, and the `--home` to repeat in suggested commands.
+#[derive(Clone)]
 pub struct Out {
     pub json: bool,
     pub home_flag: Option<PathBuf>,

@@ -94,7 +94,23 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
 /// printed.
 pub(super) async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<ExitCode> {
     let wait = req.wait;
+    // Handed back as soon as it is saved: the supervisor starts with nothing of ours open.
+    let announced = std::rc::Rc::new(std::cell::Cell::new(false));
+    if matches!(wait, Wait::Async) {
+        let (said, store, out) = (announced.clone(), store.clone(), out.clone());
+        crate::supervisor::announce_before_fork(move |rec| {
+            said.set(true);
+            if quiet {
+                println!("{}", rec.token);
+            } else if let Ok(v) = ops::handed_back_new(&store, rec) {
+                out.task(&v);
+            }
+        });
+    }
     let rec = ops::start(store, req).await?;
+    if announced.get() {
+        return Ok(ExitCode::SUCCESS);
+    }
     shown(out, store, rec, wait, quiet).await
 }
 

@@ -365,6 +365,11 @@ pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskVi
     }
 }
 
+/// What a launch with `--async` hands back: `rec` as its launcher saved it.
+pub fn handed_back_new(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
+    handed_back(store, rec, true)
+}
+
 /// The answer for a task left running in the background (`new`: as its launcher saved it).
 fn handed_back(store: &Store, rec: &TaskRecord, new: bool) -> Result<TaskView> {
     let token = rec.token;

@@ -25,6 +25,38 @@ pub(super) const LOCK_FD: i32 = 3;
 /// The descriptor on which it finds its control socket, bound and listening.
 pub(super) const SOCKET_FD: i32 = 4;
 
+/// What hands a new task back (`announce_before_fork`).
+type Announce = Box<dyn FnOnce(&TaskRecord)>;
+
+thread_local! {
+    /// Who hands back the next new task this thread starts, before its supervisor is forked.
+    static ANNOUNCE: std::cell::RefCell<Option<Announce>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Have `announce` hand back the next new task this (single-threaded) process starts, as soon
+/// as it is saved and before its supervisor is forked; the process's stdout and stderr point
+/// at /dev/null from then on. A supervisor forked later would hold the caller's pipes until it
+/// ran, and whoever reads them (a shell's `$(…)`, an agent's tool) would wait for that: a
+/// machine's idle core can take a millisecond to run it. For `--async`: nothing is said after
+/// the hand-back (a fork that fails leaves the task to be found `lost`).
+pub fn announce_before_fork(announce: impl FnOnce(&TaskRecord) + 'static) {
+    ANNOUNCE.with(|a| *a.borrow_mut() = Some(Box::new(announce)));
+}
+
+/// Run the announcement set for this start, if any, and leave the caller's pipes. Whether
+/// there was one.
+fn announce(rec: &TaskRecord) -> bool {
+    let Some(announce) = ANNOUNCE.with(|a| a.borrow_mut().take()) else { return false };
+    announce(rec);
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    if let Ok(null) = File::options().write(true).open("/dev/null") {
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
+    true
+}
+
 /// Save the new task `rec` (or its next turn) and start its supervisor, handing it `lock`.
 /// Returns whether the task waits (for a place in its pool, or for other tasks) rather than
 /// starting at once, as far as its launcher knows (a new task from the CLI is placed by its
@@ -43,6 +75,7 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
     };
     let socket = super::clients::bind(&store.socket_path(rec.token)).map_err(unsaved)?;
     let new = rec.turns.is_empty();
+    let mut announced = false;
     if single_threaded() {
         let (queued, task) = if new {
             // Its place in its pool is its supervisor's to take (it may wait for one).
@@ -50,6 +83,7 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
             let rec = TaskRecord { queued, ..rec.clone() };
             store.write_starting(&rec, spec).map_err(unsaved)?;
             crate::crash::point("launch.saved");
+            announced = announce(&rec);
             (queued, Task::Starting(Box::new((rec, spec.clone()))))
         } else {
             let queued = store.save_start(rec, spec)?;
@@ -57,6 +91,8 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
         };
         return match fork_supervisor(store, rec.token, task, lock, socket) {
             Ok(()) => Ok(queued),
+            // Handed back already: its lock, free once we exit, has it found `lost`.
+            Err(e) if announced => Err(e),
             Err(e) if new => Err(unsaved(e)),
             Err(e) => Err(unstarted(store, rec, spec, e)),
         };
