@@ -172,6 +172,8 @@ struct OldWaiter {
 impl OldWaiter {
     /// In line behind `after` (a queued task of the same pool), as task `token`.
     fn new(h: &Home, after: &str, token: &str) -> OldWaiter {
+        // In the database (a start may leave it to its supervisor to put it there).
+        h.status(after);
         let dir = h.path().join("tasks").join(token);
         std::fs::create_dir(&dir).unwrap();
         let file = std::fs::File::create(dir.join("lock")).unwrap();
