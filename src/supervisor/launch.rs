@@ -83,7 +83,9 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
             let rec = TaskRecord { queued, ..rec.clone() };
             store.write_starting(&rec, spec).map_err(unsaved)?;
             crate::crash::point("launch.saved");
-            announced = announce(&rec);
+            // As its launch hands it back (see `ops::launch`): Slurm has yet to run its job.
+            let pending = if queued { None } else { spec.backend.pending_at_start() };
+            announced = announce(&TaskRecord { slurm_pending: pending, ..rec.clone() });
             (queued, Task::Starting(Box::new((rec, spec.clone()))))
         } else {
             let queued = store.save_start(rec, spec)?;
