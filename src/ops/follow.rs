@@ -107,9 +107,8 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     if template.uses_question_file() {
         write_atomic(&question_file, question.as_bytes(), Durability::Atomic)?;
     }
-    let answer = std::fs::read_to_string(store.summary_path(&rec.role, token))
-        .or_else(|_| store.read_summary(token).map(Option::unwrap_or_default))
-        .unwrap_or_default();
+    let answer = store.or_saved_answer(token, std::fs::read(store.summary_path(&rec.role, token)));
+    let answer = answer.map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
     let run_start = begin_in_log(store, &rec, &question)?;
     rec.begin_turn(one_line_preview(&question, 160), &answer, run_start);
     // Each turn's end runs its hook.

@@ -196,14 +196,7 @@ impl TaskView {
         let summary = if !with_summary {
             None
         } else if status.is_final() {
-            let read = match files::read(&summary_path, SUMMARY_MAX) {
-                // Lost with a crash of the machine (it is not synced): as saved with the end.
-                Err(e) if e.kind() == ErrorKind::NotFound => match store.read_summary(rec.token) {
-                    Ok(Some(text)) => Ok(text.into_bytes()),
-                    _ => Err(e),
-                },
-                read => read,
-            };
+            let read = store.or_saved_answer(rec.token, files::read(&summary_path, SUMMARY_MAX));
             let text = read.as_ref().ok().map(|b| String::from_utf8_lossy(b).into_owned());
             note(read.map(drop));
             text

@@ -112,7 +112,7 @@ impl Store {
         let short = || crate::summary::keep_end(&summary, RESERVE as usize / 4);
         let write = || {
             let body = if freed.get() { short() } else { summary.clone() };
-            // Not synced: the answer is synced with the final record (`read_summary`).
+            // Not synced: the answer is synced with the final record (`or_saved_answer`).
             write_atomic(&summary_path, body.as_bytes(), Durability::Atomic)
         };
         if let Err(e) = on_full_disk(&write, &mut notes) {

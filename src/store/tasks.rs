@@ -162,9 +162,21 @@ impl Store {
         self.read_json(t, "record")
     }
 
-    /// The answer saved with task `t`'s end (what its summary file holds, unless a crash of the
-    /// machine lost that file); `None` for a task not ended, or ended by an earlier release.
-    pub fn read_summary(&self, t: Token) -> Result<Option<String>> {
+    /// `read`, what was read of task `t`'s summary file, or, if that file is not there (a crash
+    /// of the machine lost it: it is not synced), the answer saved with the task's end. A task
+    /// not ended, or ended by an earlier release, has none saved: `read` stands.
+    pub fn or_saved_answer(&self, t: Token, read: std::io::Result<Vec<u8>>) -> std::io::Result<Vec<u8>> {
+        match read {
+            Err(e) if e.kind() == ErrorKind::NotFound => match self.saved_answer(t) {
+                Ok(Some(text)) => Ok(text.into_bytes()),
+                _ => Err(e),
+            },
+            read => read,
+        }
+    }
+
+    /// The answer saved with task `t`'s end, if it has one.
+    fn saved_answer(&self, t: Token) -> Result<Option<String>> {
         let what = || format!("cannot read task {t}");
         let conn = self.db()?;
         let text = conn.query_row("SELECT summary FROM tasks WHERE token = ?1", [t.as_str()], |r| r.get(0)).optional();

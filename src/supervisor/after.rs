@@ -92,16 +92,15 @@ pub(super) fn wait_for_tasks(
 /// The answer of ended task `rec`, as its summary file holds it (its end, if it is long).
 fn answer_of(store: &Store, rec: &TaskRecord) -> String {
     use std::io::{Read, Seek, SeekFrom};
-    let Ok(mut f) = std::fs::File::open(store.summary_path(&rec.role, rec.token)) else {
-        // Lost with a crash of the machine (it is not synced): as saved with the end.
-        let saved = store.read_summary(rec.token).ok().flatten().unwrap_or_default();
-        return crate::summary::keep_end(&saved, ANSWER_MAX as usize);
-    };
-    let len = f.metadata().map_or(0, |m| m.len());
-    let _ = f.seek(SeekFrom::Start(len.saturating_sub(ANSWER_MAX)));
-    let mut bytes = Vec::new();
-    let _ = f.take(ANSWER_MAX).read_to_end(&mut bytes);
-    String::from_utf8_lossy(&bytes).into_owned()
+    let tail = std::fs::File::open(store.summary_path(&rec.role, rec.token)).map(|mut f| {
+        let len = f.metadata().map_or(0, |m| m.len());
+        let _ = f.seek(SeekFrom::Start(len.saturating_sub(ANSWER_MAX)));
+        let mut bytes = Vec::new();
+        let _ = f.take(ANSWER_MAX).read_to_end(&mut bytes);
+        bytes
+    });
+    let bytes = store.or_saved_answer(rec.token, tail).unwrap_or_default();
+    crate::summary::keep_end(&String::from_utf8_lossy(&bytes), ANSWER_MAX as usize)
 }
 
 /// Render `spec`'s command again (an `ask`'s), now that the answers of `ended` are known:
