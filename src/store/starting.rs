@@ -74,8 +74,10 @@ impl Store {
     /// `settle_all_starting`), unless whoever read it first did. Whether it waits for a place (as
     /// whoever saved it found).
     pub fn settle_starting(&self, rec: &TaskRecord, spec: &TaskSpec) -> Result<bool> {
-        self.settle(Some(Starting { record: rec.clone(), spec: spec.clone() }))?;
-        Ok(self.read_db_record(rec.token)?.queued)
+        match self.settle(Some(Starting { record: rec.clone(), spec: spec.clone() }))? {
+            Some(queued) => Ok(queued),
+            None => Ok(self.read_db_record(rec.token)?.queued),
+        }
     }
 
     /// Task `t`, moved from its starting file into the database if it has one; its record as it
@@ -88,45 +90,48 @@ impl Store {
                 .map(|s| s.record)
                 .ok_or_else(|| Error::UnknownToken { token: t, home: self.home().to_path_buf() }),
             Err(e) => Err(e),
-            Ok(()) => self.read_db_record(t),
+            Ok(_) => self.read_db_record(t),
         }
     }
 
     /// Move every task still in a starting file into the database: a listing then shows them.
     pub fn settle_all_starting(&self) -> Result<()> {
-        self.settle(None)
+        self.settle(None).map(drop)
     }
 
     /// Move the tasks in starting files (and `given`, whose file need not be read) into the
     /// database, in the order they were created: each takes its place in its pool's line as it
     /// would have, had its launcher saved it there. Whoever settles a task settles those before
     /// it, so that the order holds whoever comes first; each insert is the task's own, and one
-    /// saved already is left as it is.
-    fn settle(&self, given: Option<Starting>) -> Result<()> {
+    /// saved already is left as it is. Whether `given` waits for a place, if this saved it.
+    fn settle(&self, given: Option<Starting>) -> Result<Option<bool>> {
+        let given_token = given.as_ref().map(|g| g.record.token);
         let dir = self.home().join(DIR);
         let entries = match fs::read_dir(&dir) {
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            other => other.ctx(|| format!("cannot list {}", dir.display()))?,
+            Err(e) if e.kind() == ErrorKind::NotFound => None,
+            other => Some(other.ctx(|| format!("cannot list {}", dir.display()))?),
         };
         let mut pending: Vec<Starting> = Vec::new();
-        for entry in entries.flatten() {
+        for entry in entries.into_iter().flatten().flatten() {
             let name = entry.file_name();
             let Some(t) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(|n| Token::parse(n).ok()) else {
                 continue;
             };
-            match &given {
-                Some(g) if g.record.token == t => {}
-                _ => pending.extend(self.read_starting(t)),
+            if Some(t) != given_token {
+                pending.extend(self.read_starting(t));
             }
         }
         pending.extend(given);
         pending.sort_by_key(|s| (s.record.created_at_ms, s.record.token));
+        let mut given_queued = None;
         for s in pending {
             match self.insert_task(&s.record, &s.spec) {
-                Ok(_) | Err(Error::Refused(_)) => self.remove_starting(s.record.token),
+                Ok(queued) if Some(s.record.token) == given_token => given_queued = Some(queued),
+                Ok(_) | Err(Error::Refused(_)) => {}
                 Err(e) => return Err(e),
             }
+            self.remove_starting(s.record.token);
         }
-        Ok(())
+        Ok(given_queued)
     }
 }

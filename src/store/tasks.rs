@@ -18,9 +18,11 @@ use crate::task::{Role, TaskRecord, TaskSpec, Token};
 const SPEC: &str = "coalesce((SELECT spec FROM specs WHERE specs.token = tasks.token), spec)";
 
 /// Save task `t`'s spec, over the one it had.
-fn save_spec(conn: &rusqlite::Connection, t: Token, spec: &TaskSpec) -> rusqlite::Result<()> {
-    let text = serde_json::to_string(spec).expect("a spec encodes");
-    conn.execute("INSERT OR REPLACE INTO specs (token, spec) VALUES (?1, ?2)", params![t.as_str(), text]).map(drop)
+fn save_spec(conn: &rusqlite::Connection, t: Token, spec: &TaskSpec) -> Result<()> {
+    let what = || format!("cannot save task {t}");
+    conn.execute("INSERT OR REPLACE INTO specs (token, spec) VALUES (?1, ?2)", params![t.as_str(), to_json(spec)?])
+        .map(drop)
+        .map_err(err(what))
 }
 
 /// Whether a task about to start waits for a place: its pool is full, or has a spend limit (its
@@ -94,7 +96,7 @@ impl Store {
         if inserted == 0 {
             return Err(Error::Refused(format!("task {} is saved already", rec.token)));
         }
-        save_spec(&tx, rec.token, spec).map_err(err(what))?;
+        save_spec(&tx, rec.token, spec)?;
         tx.commit().map_err(err(what))?;
         Ok(queued)
     }
@@ -132,7 +134,7 @@ impl Store {
         if changed == 0 {
             return Err(Error::Refused(format!("task {} is not ended: it cannot begin another turn", rec.token)));
         }
-        save_spec(&tx, rec.token, spec).map_err(err(what))?;
+        save_spec(&tx, rec.token, spec)?;
         tx.commit().map_err(err(what))?;
         Ok(queued)
     }
@@ -199,7 +201,7 @@ impl Store {
     pub fn write_spec(&self, t: Token, spec: &TaskSpec) -> Result<()> {
         let what = || format!("cannot save task {t}");
         let conn = self.db()?;
-        save_spec(&conn, t, spec).map_err(err(what))?;
+        save_spec(&conn, t, spec)?;
         conn.execute("UPDATE tasks SET spec = NULL WHERE token = ?1 AND spec IS NOT NULL", [t.as_str()])
             .map_err(err(what))?;
         Ok(())
