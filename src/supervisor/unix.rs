@@ -14,7 +14,8 @@ pub fn read_pseudo(path: impl AsRef<std::path::Path>) -> std::io::Result<String>
     use std::io::Read;
     let mut file = fs::File::open(path)?;
     let mut text = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
+    // Most are a few hundred bytes; /proc/self/mountinfo takes a few reads on a busy host.
+    let mut chunk = [0u8; 8192];
     loop {
         match file.read(&mut chunk) {
             Ok(0) => break,
