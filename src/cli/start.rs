@@ -95,20 +95,20 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
 pub(super) async fn started(out: &Out, store: &Store, req: Launch, quiet: bool) -> Result<ExitCode> {
     let wait = req.wait;
     // Handed back as soon as it is saved: the supervisor starts with nothing of ours open.
-    let announced = std::rc::Rc::new(std::cell::Cell::new(false));
-    if matches!(wait, Wait::Async) {
-        let (said, store, out) = (announced.clone(), store.clone(), out.clone());
-        crate::supervisor::announce_before_fork(move |rec| {
-            said.set(true);
+    let said = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let hand_back: Option<ops::HandBack> = matches!(wait, Wait::Async).then(|| {
+        let (said, out) = (said.clone(), out.clone());
+        Box::new(move |v: &ops::TaskView| {
+            said.store(true, std::sync::atomic::Ordering::Relaxed);
             if quiet {
-                println!("{}", rec.token);
-            } else if let Ok(v) = ops::handed_back_new(&store, rec) {
-                out.task(&v);
+                println!("{}", v.token);
+            } else {
+                out.task(v);
             }
-        });
-    }
-    let rec = ops::start(store, req).await?;
-    if announced.get() {
+        }) as ops::HandBack
+    });
+    let rec = ops::start(store, req, hand_back).await?;
+    if said.load(std::sync::atomic::Ordering::Relaxed) {
         return Ok(ExitCode::SUCCESS);
     }
     shown(out, store, rec, wait, quiet).await

@@ -66,7 +66,7 @@ impl AgentctlServer {
         }
         let offered = native::offered(&ctx);
         let wait = if offered { native::first_wait(launch.wait) } else { launch.wait };
-        let rec = ops::start(&self.store, launch).await?;
+        let rec = ops::start(&self.store, launch, None).await?;
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
         let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;

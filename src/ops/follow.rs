@@ -8,7 +8,7 @@ use std::os::unix::fs::FileExt;
 use std::time::Duration;
 
 use super::blocking::blocking;
-use super::launch::{Fork, GoOn, Launch, What, launch, launch_from};
+use super::launch::{Fork, GoOn, HandBack, Launch, What, launch, launch_from};
 use super::lost::refresh;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Durability, FileLock, Store, write_atomic};
@@ -22,15 +22,17 @@ const LET_GO: Duration = Duration::from_secs(10);
 const HOOK_TAKEN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Start what `req` asks for: a new task, the next turn of an ended one, or a fork of one.
-pub async fn start(store: &Store, req: Launch) -> Result<TaskRecord> {
+/// Start what `req` asks; a new task is handed to `hand_back` the moment it is saved, where the
+/// start can do that (see `HandBack`).
+pub async fn start(store: &Store, req: Launch, hand_back: Option<HandBack>) -> Result<TaskRecord> {
     if let (Some(GoOn::Turn(t) | GoOn::Fork(t)), false) = (req.from, req.after.is_empty()) {
         return Err(Error::Usage(format!(
             "a follow-up or fork of task {t} goes on from its conversation at once: await the tasks first, or ask a new task with after"
         )));
     }
     match req.from {
-        None => launch(store, req).await,
-        Some(GoOn::Fork(from)) => fork(store, from, req).await,
+        None => launch(store, req, hand_back).await,
+        Some(GoOn::Fork(from)) => fork(store, from, req, hand_back).await,
         Some(GoOn::Turn(token)) => {
             if req.cwd.is_some()
                 || req.session.is_some()
@@ -113,7 +115,7 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
     rec.begin_turn(one_line_preview(&question, 160), &answer, run_start);
     // Each turn's end runs its hook.
     rec.hook = spec.on_end.as_ref().map(|_| crate::task::HookState::Due);
-    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock))?;
+    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock, None))?;
     Ok(rec)
 }
 
@@ -121,7 +123,7 @@ async fn follow_up(store: &Store, token: Token, question: String, budget: Budget
 /// (`ask --fork`): the same role and template, in its directory; `from` goes on unchanged. A task
 /// that ran in a worktree is forked into a new one, from the original's files as they are now
 /// (its edits and new files too): the conversation remembers making them.
-async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord> {
+async fn fork(store: &Store, from: Token, mut req: Launch, hand_back: Option<HandBack>) -> Result<TaskRecord> {
     let rec = refresh(store, from)?;
     let (spec, session) = resumable(store, &rec)?;
     let kind = spec.agent_kind();
@@ -135,7 +137,7 @@ async fn fork(store: &Store, from: Token, mut req: Launch) -> Result<TaskRecord>
         req.worktree = Some(Some(state));
     }
     let command = spec.template.clone().unwrap_or_default();
-    launch_from(store, req, Some(Fork { session, command, kind, cwd: spec.cwd })).await
+    launch_from(store, req, Some(Fork { session, command, kind, cwd: spec.cwd }), hand_back).await
 }
 
 /// What a follow-up of `rec` needs (its spec, and its agent's session id), or why it cannot

@@ -71,6 +71,10 @@ pub struct Launch {
     pub after_any_end: bool,
 }
 
+/// Who hands a new task back the moment it is saved, before its supervisor is forked (the
+/// CLI's `--async`: see `supervisor::launch`); unused where the start cannot do that.
+pub type HandBack = Box<dyn FnOnce(&TaskView) + Send>;
+
 /// How a request goes on with an ended task's conversation.
 #[derive(Clone, Copy, Debug)]
 pub enum GoOn {
@@ -94,12 +98,17 @@ pub(super) struct Fork {
 /// Start a task and return its record as it was saved: its supervisor starts its agent (or
 /// waits for a place) meanwhile. Bad input and commands that cannot be found are refused before
 /// the task is created; an agent that cannot start at all ends the task as failed, saying why.
-pub async fn launch(store: &Store, req: Launch) -> Result<TaskRecord> {
-    launch_from(store, req, None).await
+pub async fn launch(store: &Store, req: Launch, hand_back: Option<HandBack>) -> Result<TaskRecord> {
+    launch_from(store, req, None, hand_back).await
 }
 
 /// `launch`, for a fork: from a copy of `fork`'s conversation, with its command.
-pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) -> Result<TaskRecord> {
+pub(super) async fn launch_from(
+    store: &Store,
+    req: Launch,
+    fork: Option<Fork>,
+    hand_back: Option<HandBack>,
+) -> Result<TaskRecord> {
     let session = session_of(req.session.as_deref())?;
     req.budget.check("the task's budget").map_err(Error::Usage)?;
     let agents_file = match &req.what {
@@ -300,20 +309,31 @@ pub(super) async fn launch_from(store: &Store, req: Launch, fork: Option<Fork>) 
         // Not a task yet (a full disk, say): nothing of it is left behind.
         store.discard_task(&req.role, token);
     })?;
-    // Blocking work: milliseconds, or up to the start report's deadline when the agent stops its
-    // supervisor. A multi-threaded runtime (the MCP server) lets other calls go on meanwhile; the
-    // CLI does it in place, single-threaded, so that it can fork its supervisor.
-    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock)).inspect_err(|_| {
+    let announce = hand_back.map(|hand_back| -> supervisor::Announced<'_> {
+        Box::new(|saved: &TaskRecord| {
+            if let Ok(v) = handed_back(store, &launched(saved.clone(), &spec), true) {
+                hand_back(&v);
+            }
+        })
+    });
+    // Blocking work (milliseconds): a multi-threaded runtime (the MCP server) lets other calls go
+    // on meanwhile; the CLI does it in place, single-threaded, so that it can fork its supervisor.
+    rec.queued = blocking(|| supervisor::launch(store, &rec, &spec, lock, announce)).inspect_err(|_| {
         // A task that was not saved leaves no worktree either.
         if let (Some(wt), Err(Error::UnknownToken { .. })) = (&spec.worktree, store.read_record(token)) {
             crate::worktree::remove(wt, true);
         }
     })?;
-    // It has its place and its supervisor starts it, unless Slurm has yet to run its job.
+    Ok(launched(rec, &spec))
+}
+
+/// A new task as its start hands it back: with its place, and its supervisor starting it,
+/// unless Slurm has yet to run its job.
+fn launched(mut rec: TaskRecord, spec: &TaskSpec) -> TaskRecord {
     if !rec.queued {
         rec.slurm_pending = spec.backend.pending_at_start();
     }
-    Ok(rec)
+    rec
 }
 
 /// The tasks a new one is to wait for (`--after`), each once, in order; each must exist. (None
@@ -363,11 +383,6 @@ pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskVi
             if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?, false) }
         }
     }
-}
-
-/// What a launch with `--async` hands back: `rec` as its launcher saved it.
-pub fn handed_back_new(store: &Store, rec: &TaskRecord) -> Result<TaskView> {
-    handed_back(store, rec, true)
 }
 
 /// The answer for a task left running in the background (`new`: as its launcher saved it).

@@ -42,7 +42,7 @@ pub use follow::start;
 pub use hook::run_detached as run_hook;
 pub use hook_start::start_hook;
 pub(crate) use launch::command_of;
-pub use launch::{GoOn, HYBRID_WAIT, Launch, Wait, What, handed_back_new, settle, shell_words};
+pub use launch::{GoOn, HYBRID_WAIT, HandBack, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
 pub use prune::{PruneRule, Pruned, prune};

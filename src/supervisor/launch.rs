@@ -25,28 +25,15 @@ pub(super) const LOCK_FD: i32 = 3;
 /// The descriptor on which it finds its control socket, bound and listening.
 pub(super) const SOCKET_FD: i32 = 4;
 
-/// What hands a new task back (`announce_before_fork`).
-type Announce = Box<dyn FnOnce(&TaskRecord)>;
+/// Who hands a new task back the moment it is saved (`launch`).
+pub type Announced<'a> = Box<dyn FnOnce(&TaskRecord) + 'a>;
 
-thread_local! {
-    /// Who hands back the next new task this thread starts, before its supervisor is forked.
-    static ANNOUNCE: std::cell::RefCell<Option<Announce>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Have `announce` hand back the next new task this (single-threaded) process starts, as soon
-/// as it is saved and before its supervisor is forked; the process's stdout and stderr point
-/// at /dev/null from then on. A supervisor forked later would hold the caller's pipes until it
-/// ran, and whoever reads them (a shell's `$(…)`, an agent's tool) would wait for that: a
-/// machine's idle core can take a millisecond to run it. For `--async`: nothing is said after
-/// the hand-back (a fork that fails leaves the task to be found `lost`).
-pub fn announce_before_fork(announce: impl FnOnce(&TaskRecord) + 'static) {
-    ANNOUNCE.with(|a| *a.borrow_mut() = Some(Box::new(announce)));
-}
-
-/// Run the announcement set for this start, if any, and leave the caller's pipes. Whether
-/// there was one.
-fn announce(rec: &TaskRecord) -> bool {
-    let Some(announce) = ANNOUNCE.with(|a| a.borrow_mut().take()) else { return false };
+/// Hand the new task `rec` back with `announce`, then leave the caller's pipes: stdout and
+/// stderr point at /dev/null from then on. A supervisor forked while this process held them
+/// would hold them until it first ran, and whoever reads them (a shell's `$(…)`, an agent's
+/// tool) would wait for that: an idle core can take a millisecond to run a new process. Nothing
+/// is said after it (a fork that fails leaves the task to be found `lost`).
+fn announce(rec: &TaskRecord, announce: Announced<'_>) {
     announce(rec);
     use std::io::Write;
     let _ = std::io::stdout().flush();
@@ -54,7 +41,6 @@ fn announce(rec: &TaskRecord) -> bool {
         let _ = nix::unistd::dup2_stdout(&null);
         let _ = nix::unistd::dup2_stderr(&null);
     }
-    true
 }
 
 /// Save the new task `rec` (or its next turn) and start its supervisor, handing it `lock`.
@@ -64,8 +50,16 @@ fn announce(rec: &TaskRecord) -> bool {
 /// leaves nothing behind (a next turn keeps its earlier ones).
 ///
 /// Its control socket is bound here, before the supervisor exists: whoever awaits or halts the
-/// task connects at once, and the supervisor takes the connection when it looks.
-pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) -> Result<bool> {
+/// task connects at once, and the supervisor takes the connection when it looks. A new task
+/// the CLI forks a supervisor for is handed to `announced` as soon as it is saved, before the
+/// fork (see `announce`); elsewhere `announced` is not called.
+pub fn launch(
+    store: &Store,
+    rec: &TaskRecord,
+    spec: &TaskSpec,
+    lock: FileLock,
+    announced: Option<Announced<'_>>,
+) -> Result<bool> {
     let unsaved = |e| {
         if rec.turns.is_empty() {
             store.remove_starting(rec.token);
@@ -75,7 +69,7 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
     };
     let socket = super::clients::bind(&store.socket_path(rec.token)).map_err(unsaved)?;
     let new = rec.turns.is_empty();
-    let mut announced = false;
+    let mut handed_back = false;
     if single_threaded() {
         let (queued, task) = if new {
             // Its place in its pool is its supervisor's to take (it may wait for one).
@@ -83,9 +77,10 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
             let rec = TaskRecord { queued, ..rec.clone() };
             store.write_starting(&rec, spec).map_err(unsaved)?;
             crate::crash::point("launch.saved");
-            // As its launch hands it back (see `ops::launch`): Slurm has yet to run its job.
-            let pending = if queued { None } else { spec.backend.pending_at_start() };
-            announced = announce(&TaskRecord { slurm_pending: pending, ..rec.clone() });
+            if let Some(announced) = announced {
+                announce(&rec, announced);
+                handed_back = true;
+            }
             (queued, Task::Starting(Box::new((rec, spec.clone()))))
         } else {
             let queued = store.save_start(rec, spec)?;
@@ -94,7 +89,7 @@ pub fn launch(store: &Store, rec: &TaskRecord, spec: &TaskSpec, lock: FileLock) 
         return match fork_supervisor(store, rec.token, task, lock, socket) {
             Ok(()) => Ok(queued),
             // Handed back already: its lock, free once we exit, has it found `lost`.
-            Err(e) if announced => Err(e),
+            Err(e) if handed_back => Err(e),
             Err(e) if new => Err(unsaved(e)),
             Err(e) => Err(unstarted(store, rec, spec, e)),
         };

@@ -22,5 +22,5 @@ mod spend_hold;
 mod strays;
 mod unix;
 
-pub use launch::{announce_before_fork, launch};
+pub use launch::{Announced, launch};
 pub use run::supervise;
