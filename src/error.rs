@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use crate::task::{Status, Token};
 
-mod line;
 
 /// Everything that can go wrong, split into what the user can fix (exit 2) and internal faults (70).
 ///
