@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use crate::task::{Status, Token};
 
-
 /// Everything that can go wrong, split into what the user can fix (exit 2) and internal faults (70).
 ///
 /// A message says what went wrong the same way for every front-end; what to do next is
