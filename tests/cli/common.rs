@@ -145,7 +145,7 @@ impl Home {
 
     /// The task has started when this returns. A launcher hands back a task whose supervisor has not
     /// said within 5 s that its agent started (a loaded machine) as `starting`: it is waited for.
-    fn start_argv(&self, argv: &[&str]) -> String {
+    pub fn start_argv(&self, argv: &[&str]) -> String {
         let v = self.run(&[&["--json", "run", "--async", "--"], argv].concat(), 0).json();
         let token = v["token"].as_str().unwrap().to_owned();
         if v["status"] == "starting" {

@@ -150,8 +150,7 @@ fn limits_that_cannot_be_enforced_keep_the_task_from_starting() {
         r.stderr
     );
     // Without limits it runs, contained by its process group, and says so.
-    let v = h.run(&["--json", "run", "--async", "--", "sleep", "30"], 0).json();
-    let token = v["token"].as_str().unwrap();
+    let token = &h.start_argv(&["sleep", "30"]);
     let st = h.status(token);
     assert_eq!(st["containment"]["kind"], "process-group", "{st}");
     assert!(st["containment"]["why"].as_str().unwrap().contains("AGENTCTL_CONTAINMENT=process-group"), "{st}");

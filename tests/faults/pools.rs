@@ -34,6 +34,11 @@ fn ask(h: &Home, secs: &str) -> String {
     v["token"].as_str().unwrap().to_owned()
 }
 
+/// When the task's run started, once its supervisor has written it.
+fn started_at(h: &Home, token: &str) -> Option<u64> {
+    h.record(token)["started"]["at_ms"].as_u64()
+}
+
 /// Supervisors stopped by a test, woken again however it ends.
 struct Stopped(Vec<i64>);
 
@@ -90,10 +95,11 @@ fn a_stopped_first_in_line_is_passed_and_takes_the_next_place_when_it_wakes() {
     stopped.stop(&h, &waiting[0]);
     h.run(&["halt", &holder, "--grace", "0.2s"], 0);
     // The second in line takes the place the first does not take in time.
-    wait_until(Duration::from_secs(60), "the second in line to start", || h.status(&waiting[1])["status"] != "queued");
+    // Started, not only given the place (`starting` comes before the start is written).
+    wait_until(Duration::from_secs(60), "the second in line to start", || started_at(&h, &waiting[1]).is_some());
     assert_eq!(h.status(&waiting[0])["status"], "queued", "the stopped one cannot have started");
     let freed = h.record(&holder)["ended"]["at_ms"].as_u64().unwrap();
-    let started = h.record(&waiting[1])["started"]["at_ms"].as_u64().unwrap();
+    let started = started_at(&h, &waiting[1]).unwrap();
     assert!(started >= freed + 1500, "passed {} ms after the place came free", started.saturating_sub(freed));
     eprintln!("a stopped first was passed {} ms after the place came free", started - freed);
     // The one passed keeps its place in line, ahead of the third.
@@ -144,9 +150,9 @@ fn two_stopped_waiters_in_a_row_are_passed_after_their_time_each() {
     stopped.stop(&h, &waiting[2]);
     h.run(&["halt", &holder, "--grace", "0.2s"], 0);
     completed(&h, &waiting[0]);
-    wait_until(Duration::from_secs(60), "the fourth in line to start", || h.status(&waiting[3])["status"] != "queued");
+    wait_until(Duration::from_secs(60), "the fourth in line to start", || started_at(&h, &waiting[3]).is_some());
     let freed = h.record(&waiting[0])["ended"]["at_ms"].as_u64().unwrap();
-    let started = h.record(&waiting[3])["started"]["at_ms"].as_u64().unwrap();
+    let started = started_at(&h, &waiting[3]).unwrap();
     assert!(started >= freed + 3500, "passed two {} ms after the place came free", started.saturating_sub(freed));
     eprintln!("two stopped in a row were passed {} ms after the place came free", started - freed);
     completed(&h, &waiting[3]);
