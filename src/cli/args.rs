@@ -104,7 +104,8 @@ pub enum Command {
     /// Post a message (or a question) from inside a task to the session it reports to
     #[command(after_help = "Examples:
   agentctl notify 'halfway: tests pass'
-  agentctl notify --question 'Which branch?'")]
+  agentctl notify --question 'Which branch?'
+  cargo test 2>&1 | grep --line-buffered FAIL | agentctl notify --lines")]
     Notify(NotifyArgs),
     /// From inside a task: ask the lead a question and wait for the answer (printed on stdout)
     #[command(
@@ -294,7 +295,12 @@ pub struct WaitEventArgs {
 #[derive(Debug, Args)]
 pub struct NotifyArgs {
     /// What to tell the session's lead (`-`: read it from stdin)
-    pub message: String,
+    #[arg(required_unless_present = "lines", conflicts_with = "lines")]
+    pub message: Option<String>,
+    /// Post each line of stdin as a message of its own, as the lines come (blank lines are
+    /// skipped); lines that come together are written together
+    #[arg(long)]
+    pub lines: bool,
     /// Post it as a question (waiters can filter on `question`)
     #[arg(long)]
     pub question: bool,

@@ -209,9 +209,17 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
         }
         Command::Notify(n) => {
-            let message = text_arg(n.message)?;
-            let event = ops::notify(&Store::open(&home)?, n.session.as_deref(), n.question, &message)?;
-            let _ = out.posted(&event);
+            let store = Store::open(&home)?;
+            match n.message {
+                Some(message) => {
+                    let message = text_arg(message)?;
+                    let _ = out.posted(&ops::notify(&store, n.session.as_deref(), n.question, &message)?);
+                }
+                None => {
+                    let notice = ops::notice(&store, n.session.as_deref(), n.question)?;
+                    ops::post_lines(&store, &notice, std::io::stdin().lock(), |e| out.posted(e))?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::AskLead(a) => {

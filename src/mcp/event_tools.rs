@@ -141,14 +141,19 @@ impl AgentctlServer {
         output_schema = schema_for_output::<Posted>()
     )]
     async fn notify(&self, Parameters(p): Parameters<NotifyParams>) -> std::result::Result<CallToolResult, ErrorData> {
-        answer((|| {
-            let session = p.session.unwrap_or_else(|| self.conn.session.clone());
-            let e = ops::notify(&self.store, Some(&session), p.question, &p.message)?;
-            // Not the text again: the caller has it.
-            let posted = Posted { kind: e.kind, session: e.session, seq: e.seq };
-            let text = format!("posted {} to session {}", posted.kind, posted.session);
-            Ok(result::structured(&posted, text, false))
-        })())
+        answer(
+            async {
+                let session = p.session.unwrap_or_else(|| self.conn.session.clone());
+                let notice = ops::notice(&self.store, Some(&session), p.question)?;
+                // With the calls in flight beside it, in one write.
+                let e = self.poster.post(ops::worded(notice, &p.message)?).await?;
+                // Not the text again: the caller has it.
+                let posted = Posted { kind: e.kind, session: e.session, seq: e.seq };
+                let text = format!("posted {} to session {}", posted.kind, posted.session);
+                Ok(result::structured(&posted, text, false))
+            }
+            .await,
+        )
     }
 }
 

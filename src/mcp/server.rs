@@ -64,6 +64,8 @@ pub struct AgentctlServer {
     pub(super) store: Store,
     pub(super) options: Options,
     pub(super) conn: Arc<Connection>,
+    /// Writes the events `notify` calls post, those in flight together in one transaction.
+    pub(super) poster: Arc<ops::Poster>,
     tool_router: ToolRouter<AgentctlServer>,
     instructions: String,
 }
@@ -211,7 +213,8 @@ impl AgentctlServer {
         }
         arguments::explain(&mut tool_router);
         let instructions = options.max_wait.fill(INSTRUCTIONS);
-        Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), tool_router, instructions })
+        let poster = Arc::new(ops::Poster::new(store.clone())?);
+        Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), poster, tool_router, instructions })
     }
 
     /// Wait for `work`, sending `progress()` as a progress notification every few seconds when

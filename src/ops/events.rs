@@ -128,6 +128,12 @@ pub const MAX_MESSAGE: usize = 256 * 1024;
 /// Post a `message` (or `question`) from the task this runs in (`AGENTCTL_TOKEN`) to its
 /// session, or to `session` when given. Outside a task, `session` is required.
 pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) -> Result<Event> {
+    store.events().append(worded(notice(store, session, question)?, text)?)
+}
+
+/// What `notify` posts, without its text yet: a message (or question) to `session`, else to the
+/// session of the task this runs in, from that task.
+pub fn notice(store: &Store, session: Option<&str>, question: bool) -> Result<Event> {
     let task = enclosing_task(store)?;
     let session = match (session, &task) {
         (Some(s), _) => s.to_owned(),
@@ -139,12 +145,17 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
         }
     };
     check_session(&session)?;
-    check_text(text, "message", MAX_MESSAGE)?;
     let mut event = Event::new(if question { EventKind::Question } else { EventKind::Message }, &session);
     event.token = task.as_ref().map(|r| r.token);
     event.role = task.map(|r| r.role);
-    event.text = Some(text.to_owned());
-    store.events().append(event)
+    Ok(event)
+}
+
+/// A `notice` carrying `text`, once the text is found fit to post.
+pub fn worded(mut notice: Event, text: &str) -> Result<Event> {
+    check_text(text, "message", MAX_MESSAGE)?;
+    notice.text = Some(text.to_owned());
+    Ok(notice)
 }
 
 /// The task this process runs in (`AGENTCTL_TOKEN`), if any.

@@ -3,7 +3,7 @@
 //!
 //! Each file imports only files of the layers below its own (`tests/imports.rs` checks it):
 //! 1. `blocking`, `lost` (a record as it stands), `own_path`, `watch`, `scroll`, `agents`
-//! 2. `events` (sessions, waiting for events)
+//! 2. `events` (sessions, waiting for events), then `posting` (events in bulk)
 //! 3. `converse` (questions and messages between a task and its lead)
 //! 4. `view` (a task as shown), then `wait` (await, halt)
 //! 5. `launch`, `follow` (follow-ups), `query` (status, list, logs), `usage` (totals), then
@@ -21,6 +21,7 @@ mod launch;
 mod lost;
 mod own_path;
 mod page;
+mod posting;
 mod prune;
 mod query;
 mod scroll;
@@ -35,8 +36,8 @@ pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
 pub use capacity::{PoolCapacity, PoolSpend, capacity};
 pub use converse::{Asked, Sent, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
-    Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notify, read_events, session_of,
-    undelivered, wait_event,
+    Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notice, notify, read_events,
+    session_of, undelivered, wait_event, worded,
 };
 pub use follow::start;
 pub use hook::run_detached as run_hook;
@@ -45,6 +46,7 @@ pub(crate) use launch::command_of;
 pub use launch::{GoOn, HYBRID_WAIT, HandBack, Launch, Wait, What, settle, shell_words};
 pub use lost::refresh;
 pub use page::{LogPage, MAX_PAGE_BYTES, MAX_PAGE_LINES, PageRequest, Window, log_page};
+pub use posting::{Poster, post_lines};
 pub use prune::{PruneRule, Pruned, prune};
 pub use query::{LINE_PIECE, ListFilter, Listing, follow, list, live, peek, read_log, status};
 pub use scroll::{LogScroll, Move};

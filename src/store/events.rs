@@ -76,12 +76,24 @@ impl<'a> EventLog<'a> {
 
     /// Append `event`, giving it the next seq and the current time. Durable when this returns.
     pub fn append(&self, event: Event) -> Result<Event> {
+        let mut one = self.append_all(vec![event])?;
+        Ok(one.remove(0))
+    }
+
+    /// Append `events` in order, in one transaction: one sync for them all (a group commit),
+    /// each bell rung once. All durable when this returns, or none appended.
+    pub fn append_all(&self, events: Vec<Event>) -> Result<Vec<Event>> {
         let conn = self.store.db()?;
         let tx = db::write_durably(&conn).map_err(err(what_append))?;
-        let event = insert(&tx, event)?;
+        let events = events.into_iter().map(|e| insert(&tx, e)).collect::<Result<Vec<_>>>()?;
         tx.commit().map_err(err(what_append))?;
-        self.ring(&event.session);
-        Ok(event)
+        let mut sessions: Vec<&str> = events.iter().map(|e| e.session.as_str()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        for session in sessions {
+            self.ring(session);
+        }
+        Ok(events)
     }
 
     /// Tell the waiters of `session` that something changed (a write to its bell).

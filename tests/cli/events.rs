@@ -239,3 +239,73 @@ fn an_event_taken_by_a_waiter_that_dies_before_printing_goes_to_the_next_one() {
     assert_eq!(listed["events"][0]["consumed"], true, "{listed}");
     h.run(&["--json", "wait", "--session", "s", "--timeout", "0.2s"], 124);
 }
+
+#[test]
+fn notify_lines_from_processes_posting_at_once_posts_each_line_once_in_order() {
+    let h = Home::new();
+    h.init();
+    const PROCS: usize = 6;
+    const LINES: usize = 150;
+    let children: Vec<Child> = (0..PROCS)
+        .map(|p| {
+            let mut child = h
+                .cmd()
+                .args(["--json", "notify", "--session", "bulk", "--lines"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap();
+            // Blank lines are skipped; a line may end in CRLF.
+            let input: String = (0..LINES).map(|i| format!("p{p} line {i}\r\n\n")).collect();
+            std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+            child
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let seqs: Vec<u64> = String::from_utf8(out.stdout)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap()["seq"].as_u64().unwrap())
+            .collect();
+        assert_eq!(seqs.len(), LINES, "one line said per message posted");
+        assert!(seqs.windows(2).all(|w| w[0] < w[1]), "a process's lines posted in order: {seqs:?}");
+    }
+    let listed = h.run(&["--json", "events", "--session", "bulk"], 0).json();
+    let mut texts: Vec<String> =
+        listed["events"].as_array().unwrap().iter().map(|e| e["text"].as_str().unwrap().to_owned()).collect();
+    texts.sort();
+    let mut expected: Vec<String> =
+        (0..PROCS).flat_map(|p| (0..LINES).map(move |i| format!("p{p} line {i}"))).collect();
+    expected.sort();
+    assert_eq!(texts, expected, "each line stored once");
+    let first = h.run(&["--json", "wait", "--session", "bulk", "--timeout", "5s"], 0).json();
+    assert_eq!(first["seq"], listed["events"][0]["seq"], "taken in order, as any event");
+}
+
+#[test]
+fn notify_lines_stops_at_a_line_it_cannot_post_and_says_what_was_posted() {
+    let h = Home::new();
+    let mut child = h
+        .cmd()
+        .args(["notify", "--session", "s", "--lines"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let input = format!("first\n\nsecond\n{}\nthird\n", "y".repeat(300_000));
+    // It stops reading at the long line: the rest of the write may find the pipe closed.
+    let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("line 4 of stdin is longer than the 262144 bytes"), "{stderr}");
+    assert!(stderr.contains("the 2 messages before it were posted, none after it"), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2);
+    let listed = h.run(&["--json", "events", "--session", "s"], 0).json();
+    let texts: Vec<&str> = listed["events"].as_array().unwrap().iter().map(|e| e["text"].as_str().unwrap()).collect();
+    assert_eq!(texts, ["first", "second"]);
+}

@@ -262,3 +262,27 @@ async def test_notify_and_a_cancelled_wait_lose_no_event(home):
         assert got.structured_content["text"] == "which branch?"
         bad = await c.call_tool("wait_for_event", {"types": ["everything"]})
         assert bad.is_error and "unknown event type" in bad.content[0].text
+
+
+async def test_notify_calls_in_flight_together_are_each_posted_and_delivered_once(home):
+    n = 300
+    async with connect(home) as c:
+        posted = {}
+
+        async def post(i):
+            r = await c.call_tool("notify", {"session": "bulk", "message": f"m{i}"})
+            assert not r.is_error, r.content
+            posted[i] = r.structured_content["seq"]
+
+        async with anyio.create_task_group() as tg:
+            for i in range(n):
+                tg.start_soon(post, i)
+        assert len(posted) == n and len(set(posted.values())) == n, "each call got a seq of its own"
+        taken = []
+        for _ in range(n):
+            r = await c.call_tool("wait_for_event", {"session": "bulk", "timeout_secs": 10})
+            assert r.structured_content["type"] == "message", r.structured_content
+            taken.append(r.structured_content["text"])
+        assert sorted(taken) == sorted(f"m{i}" for i in range(n)), "each delivered once"
+        left = await c.call_tool("wait_for_event", {"session": "bulk", "timeout_secs": 0.3})
+        assert left.structured_content["type"] == "timeout"
