@@ -217,7 +217,11 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 }
                 None => {
                     let notice = ops::notice(&store, n.session.as_deref(), n.question)?;
-                    ops::post_lines(&store, &notice, std::io::stdin().lock(), |e| out.posted(e))?;
+                    // Posting is the point: a reader of what was posted that went away (`| head`)
+                    // stops nothing.
+                    ops::post_lines(&store, &notice, std::io::stdin().lock(), |e| {
+                        let _ = out.posted(e);
+                    })?;
                 }
             }
             Ok(ExitCode::SUCCESS)

@@ -75,12 +75,7 @@ fn write_groups(store: &Store, waiting: &mpsc::Receiver<Posting>) {
 /// Post each line of `input` as its own event, a copy of `notice` carrying it, as the lines
 /// come: a group of those already read with the first, then the next. Blank lines are skipped.
 /// `posted` is told of each event once it is on the disk. How many were posted.
-pub fn post_lines<R: Read>(
-    store: &Store,
-    notice: &Event,
-    input: R,
-    mut posted: impl FnMut(&Event) -> std::io::Result<()>,
-) -> Result<usize> {
+pub fn post_lines<R: Read>(store: &Store, notice: &Event, input: R, mut posted: impl FnMut(&Event)) -> Result<usize> {
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let (mut count, mut line_no) = (0, 0);
     loop {
@@ -109,10 +104,7 @@ pub fn post_lines<R: Read>(
         if !group.is_empty() {
             for event in store.events().append_all(group)? {
                 count += 1;
-                if posted(&event).is_err() {
-                    // Nobody reads what was posted any more: what is left is not posted.
-                    return Ok(count);
-                }
+                posted(&event);
             }
         }
         if let Some(e) = refused {

@@ -309,3 +309,24 @@ fn notify_lines_stops_at_a_line_it_cannot_post_and_says_what_was_posted() {
     let texts: Vec<&str> = listed["events"].as_array().unwrap().iter().map(|e| e["text"].as_str().unwrap()).collect();
     assert_eq!(texts, ["first", "second"]);
 }
+
+#[test]
+fn notify_lines_posts_everything_when_nobody_reads_what_it_says() {
+    let h = Home::new();
+    let mut child = h
+        .cmd()
+        .args(["notify", "--session", "s", "--lines"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its stdout closed before anything is posted (a `| head -0`).
+    drop(child.stdout.take());
+    let input: String = (0..3000).map(|i| format!("line {i}\n")).collect();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listed = h.run(&["--json", "events", "--session", "s"], 0).json();
+    assert_eq!(listed["events"].as_array().unwrap().len(), 3000);
+}
