@@ -222,6 +222,7 @@ impl Store {
                 for role in roles.filter_map(|e| e.file_name().to_str().and_then(|r| Role::parse(r).ok())) {
                     self.remove_history(&role, t)?;
                 }
+                self.remove_starting_leftovers(t);
                 fs::remove_dir_all(&dir).ctx(|| format!("cannot remove {}", dir.display()))?;
             }
             removed += 1;

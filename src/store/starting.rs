@@ -70,6 +70,16 @@ impl Store {
         let _ = fs::remove_file(self.starting_path(t));
     }
 
+    /// Remove what a launcher of task `t` that died left in `starting/`: a file half written
+    /// aside, or one damaged (a crash of the machine keeps a rename but not what was written).
+    pub(super) fn remove_starting_leftovers(&self, t: Token) {
+        let path = self.starting_path(t);
+        let _ = fs::remove_file(path.with_extension("tmp"));
+        if self.read_starting(t).is_none() {
+            let _ = fs::remove_file(path);
+        }
+    }
+
     /// Save new task `rec` (of `spec`) in the database, after those started before it (see
     /// `settle_all_starting`), unless whoever read it first did. Whether it waits for a place (as
     /// whoever saved it found).

@@ -105,6 +105,12 @@ fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
     std::fs::write(stray.join("lock"), "").unwrap();
     std::fs::create_dir_all(h.path().join("subagents/run/data/history")).unwrap();
     std::fs::write(h.path().join("subagents/run/data/history/abc123.log"), "half").unwrap();
+    // Its starting file half written aside, and one a crash of the machine left empty.
+    let starting = h.path().join("starting");
+    std::fs::create_dir_all(&starting).unwrap();
+    let leftovers = [starting.join("abc123.tmp"), starting.join("abc123.json")];
+    std::fs::write(&leftovers[0], "{\"record\":").unwrap();
+    std::fs::write(&leftovers[1], "").unwrap();
     let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
     std::fs::File::open(&stray).unwrap().set_modified(an_hour_ago).unwrap();
     let dry = h.run(&["--json", "prune", "--keep", "100", "--dry-run"], 0).json();
@@ -113,4 +119,5 @@ fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
     let real = h.run(&["--json", "prune", "--keep", "100"], 0).json();
     assert_eq!(real["strays_removed"], 1, "{real}");
     assert!(!stray.exists() && !h.path().join("subagents/run/data/history/abc123.log").exists());
+    assert!(leftovers.iter().all(|f| !f.exists()), "{:?}", std::fs::read_dir(&starting).unwrap().collect::<Vec<_>>());
 }
