@@ -240,6 +240,12 @@ fn an_event_taken_by_a_waiter_that_dies_before_printing_goes_to_the_next_one() {
     h.run(&["--json", "wait", "--session", "s", "--timeout", "0.2s"], 124);
 }
 
+/// `notify --lines` to `session`, its stdin, stdout and stderr piped.
+fn notify_lines(h: &Home, flags: &[&str], session: &str) -> Child {
+    let args = [flags, &["notify", "--session", session, "--lines"]].concat();
+    h.cmd().args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
 #[test]
 fn notify_lines_from_processes_posting_at_once_posts_each_line_once_in_order() {
     let h = Home::new();
@@ -248,14 +254,7 @@ fn notify_lines_from_processes_posting_at_once_posts_each_line_once_in_order() {
     const LINES: usize = 150;
     let children: Vec<Child> = (0..PROCS)
         .map(|p| {
-            let mut child = h
-                .cmd()
-                .args(["--json", "notify", "--session", "bulk", "--lines"])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .unwrap();
+            let mut child = notify_lines(&h, &["--json"], "bulk");
             // Blank lines are skipped; a line may end in CRLF.
             let input: String = (0..LINES).map(|i| format!("p{p} line {i}\r\n\n")).collect();
             std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
@@ -288,14 +287,7 @@ fn notify_lines_from_processes_posting_at_once_posts_each_line_once_in_order() {
 #[test]
 fn notify_lines_stops_at_a_line_it_cannot_post_and_says_what_was_posted() {
     let h = Home::new();
-    let mut child = h
-        .cmd()
-        .args(["notify", "--session", "s", "--lines"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = notify_lines(&h, &[], "s");
     let input = format!("first\n\nsecond\n{}\nthird\n", "y".repeat(300_000));
     // It stops reading at the long line: the rest of the write may find the pipe closed.
     let _ = std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes());
@@ -313,14 +305,7 @@ fn notify_lines_stops_at_a_line_it_cannot_post_and_says_what_was_posted() {
 #[test]
 fn notify_lines_posts_everything_when_nobody_reads_what_it_says() {
     let h = Home::new();
-    let mut child = h
-        .cmd()
-        .args(["notify", "--session", "s", "--lines"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = notify_lines(&h, &[], "s");
     // Its stdout closed before anything is posted (a `| head -0`).
     drop(child.stdout.take());
     let input: String = (0..3000).map(|i| format!("line {i}\n")).collect();
