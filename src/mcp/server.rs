@@ -181,6 +181,9 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
     conn.halted().await;
     // The events its last waits were handed may never have arrived: they go to the next waiter.
     ops::undelivered(&store, &conn.holder)?;
+    // Here, not as the last handle on the store goes: the poster's thread may hold that one as
+    // the process exits.
+    store.checkpoint();
     ended.map(drop)
 }
 

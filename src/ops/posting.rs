@@ -55,20 +55,45 @@ fn write_groups(store: &Store, waiting: &mpsc::Receiver<Posting>) {
     while let Ok(first) = waiting.recv() {
         let group: Vec<Posting> =
             std::iter::once(first).chain(std::iter::from_fn(|| waiting.try_recv().ok()).take(GROUP - 1)).collect();
-        let (events, answers): (Vec<Event>, Vec<_>) = group.into_iter().map(|p| (p.event, p.done)).unzip();
-        match store.events().append_all(events.clone()) {
+        let (events, mut answers): (Vec<Event>, Vec<_>) = group.into_iter().map(|p| (p.event, p.done)).unzip();
+        match store.events().append_all(events) {
             Ok(posted) => {
                 for (answer, event) in answers.into_iter().zip(posted) {
                     let _ = answer.send(Ok(event));
                 }
             }
-            // Whatever failed the group, each caller hears of its own event: written alone.
-            Err(_) => {
-                for (answer, event) in answers.into_iter().zip(events) {
-                    let _ = answer.send(store.events().append(event));
+            // Nothing fails one event alone (each was checked before it came): what failed the
+            // group (a full disk, a store locked for a minute) is every caller's answer, at once.
+            Err(e) => {
+                for answer in answers.drain(1..) {
+                    let _ = answer.send(Err(again(&e)));
                 }
+                let _ = answers.remove(0).send(Err(e));
             }
         }
+    }
+}
+
+/// `e` for another caller of the same group (an error is not `Clone`): an I/O failure keeps
+/// its kind, so its advice (a full disk) stays.
+fn again(e: &Error) -> Error {
+    match e {
+        Error::Io { context, source } => {
+            Error::Io { context: context.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+        }
+        Error::Refused(m) => Error::Refused(m.clone()),
+        other => Error::Internal(other.to_string()),
+    }
+}
+
+/// `e` with `note` (what was posted before it) added to what it says.
+fn noted(e: Error, note: &str) -> Error {
+    match e {
+        Error::Io { context, source } => Error::Io { context: format!("{context} ({note})"), source },
+        Error::Usage(m) => Error::Usage(format!("{m}; {note}")),
+        Error::Refused(m) => Error::Refused(format!("{m}; {note}")),
+        Error::Internal(m) => Error::Internal(format!("{m}; {note}")),
+        other => other,
     }
 }
 
@@ -79,6 +104,7 @@ pub fn post_lines<R: Read>(store: &Store, notice: &Event, input: R, mut posted: 
     let mut input = BufReader::with_capacity(64 * 1024, input);
     let (mut count, mut line_no) = (0, 0);
     loop {
+        let first = line_no + 1;
         let mut group = Vec::new();
         let mut refused = None;
         let mut ended = false;
@@ -102,7 +128,10 @@ pub fn post_lines<R: Read>(store: &Store, notice: &Event, input: R, mut posted: 
             }
         }
         if !group.is_empty() {
-            for event in store.events().append_all(group)? {
+            let written = store.events().append_all(group).map_err(|e| {
+                noted(e, &format!("the {count} messages before line {first} of stdin were posted, none from it on"))
+            })?;
+            for event in written {
                 count += 1;
                 posted(&event);
             }
@@ -134,4 +163,84 @@ fn line_event(notice: &Event, mut line: Vec<u8>, line_no: usize) -> Result<Optio
         return Ok(None);
     }
     worded(notice.clone(), &text).map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::task::EventKind;
+
+    /// Hands out `chunk` bytes at a time, as a pipe written in pieces would.
+    struct Chunks<'a> {
+        data: &'a [u8],
+        chunk: usize,
+    }
+
+    impl Read for Chunks<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// `post_lines` of `input` read in pieces of `chunk`: its outcome, and what the store holds.
+    fn posted(input: &[u8], chunk: usize) -> (Result<usize>, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("home")).unwrap();
+        let notice = Event::new(EventKind::Message, "s");
+        let mut said = Vec::new();
+        let outcome =
+            post_lines(&store, &notice, Chunks { data: input, chunk }, |e| said.push(e.text.clone().unwrap()));
+        let stored: Vec<String> =
+            store.events().read(Some("s"), 0, 100).unwrap().into_iter().map(|l| l.event.text.unwrap()).collect();
+        assert_eq!(said, stored, "it said what it stored");
+        (outcome, stored)
+    }
+
+    #[test]
+    fn lines_are_posted_whatever_pieces_they_come_in() {
+        for chunk in [1, 3, 7, 64 * 1024] {
+            let (outcome, stored) = posted(b"first\r\n\n  \nsecond\rline\nlast without an end", chunk);
+            assert_eq!(outcome.unwrap(), 3);
+            assert_eq!(stored, ["first", "second\rline", "last without an end"], "in pieces of {chunk}");
+        }
+    }
+
+    #[test]
+    fn a_line_at_the_limit_is_posted_and_one_past_it_stops_the_rest() {
+        let at = "x".repeat(MAX_MESSAGE);
+        let (outcome, stored) = posted(format!("{at}\r\n{at}y\nafter\n").as_bytes(), 4096);
+        let e = outcome.unwrap_err().to_string();
+        assert!(e.contains("line 2 of stdin is longer than the 262144 bytes"), "{e}");
+        assert!(e.contains("the 1 messages before it were posted, none after it"), "{e}");
+        assert_eq!(stored, [at]);
+    }
+
+    #[test]
+    fn a_line_that_is_not_utf8_stops_the_rest() {
+        let (outcome, stored) = posted(b"ok\n\xff\nnot this\n", 2);
+        let e = outcome.unwrap_err().to_string();
+        assert!(e.contains("line 2 of stdin is not UTF-8; the 1 messages before it were posted"), "{e}");
+        assert_eq!(stored, ["ok"]);
+    }
+
+    #[test]
+    fn every_caller_of_a_group_that_fails_hears_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("home")).unwrap();
+        store.events().read(None, 0, 1).unwrap();
+        // No write to the events can go through now.
+        let conn = rusqlite::Connection::open(dir.path().join("home/agentctl.db")).unwrap();
+        conn.execute_batch("ALTER TABLE events RENAME TO gone").unwrap();
+        let poster = Poster::new(store).unwrap();
+        let post = |text: &str| poster.post(worded(Event::new(EventKind::Message, "s"), text).unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let (a, b, c) = rt.block_on(async { tokio::join!(post("a"), post("b"), post("c")) });
+        for outcome in [a, b, c] {
+            let e = outcome.unwrap_err().to_string();
+            assert!(e.contains("cannot record an event") && e.contains("no such table"), "{e}");
+        }
+    }
 }

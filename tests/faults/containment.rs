@@ -170,6 +170,8 @@ fn a_task_started_by_an_agent_outlives_its_parents_halt() {
     });
     let sub: Value = serde_json::from_str(&std::fs::read_to_string(&tf).unwrap()).unwrap();
     let sub = sub["token"].as_str().unwrap();
+    // Handed back `starting`: its cgroup is made as its agent starts.
+    wait_until(Duration::from_secs(60), "the sub-task to run", || h.status(sub)["status"] == "running");
     let (parent_dir, sub_dir) = (cgroup_of(&h.status(&parent)), cgroup_of(&h.status(sub)));
     // Beside its parent's cgroup, not in it.
     assert_eq!(Path::new(&parent_dir).parent(), Path::new(&sub_dir).parent());

@@ -1,9 +1,10 @@
 //! 8. A full disk; the home's permissions and ownership; symlinks planted in the home.
 
-use crate::common::{Home, fake_agent};
+use crate::common::{Home, fake_agent, wait_until};
 use crate::mounts::Mount;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
+use std::time::Duration;
 
 #[test]
 fn an_agent_filling_the_disk_ends_with_a_recorded_error_and_valid_records() {
@@ -97,6 +98,14 @@ fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
     assert!(left.is_empty(), "refused runs left task directories: {left:?}");
     drop(filler);
     std::fs::remove_file(h.path().join("filler")).unwrap();
+    // Its pages come back once no process holds it open: a child another test's thread forked
+    // meanwhile holds a copy of every descriptor until it execs, and a loaded machine can take
+    // its time over that.
+    let probe = h.path().join("probe");
+    wait_until(Duration::from_secs(30), "the filler's space to come back", || {
+        std::fs::write(&probe, vec![b'x'; 64 * 1024]).is_ok()
+    });
+    std::fs::remove_file(&probe).unwrap();
 
     // A stray from a launcher that died half way (no record), old enough to be sure: prune
     // lists it in a dry run and removes it.
@@ -111,7 +120,7 @@ fn refused_runs_on_a_full_disk_leave_nothing_and_prune_clears_strays() {
     let leftovers = [starting.join("abc123.tmp"), starting.join("abc123.json")];
     std::fs::write(&leftovers[0], "{\"record\":").unwrap();
     std::fs::write(&leftovers[1], "").unwrap();
-    let an_hour_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let an_hour_ago = std::time::SystemTime::now() - Duration::from_secs(3600);
     std::fs::File::open(&stray).unwrap().set_modified(an_hour_ago).unwrap();
     let dry = h.run(&["--json", "prune", "--keep", "100", "--dry-run"], 0).json();
     assert_eq!(dry["strays_removed"], 1, "{dry}");
