@@ -242,6 +242,29 @@ impl Error {
             None => Error::Io { context: what(), source },
         }
     }
+
+    /// The same failure once more, for another caller of one shared attempt (an error is not
+    /// `Clone`): an I/O failure keeps its kind, and so its advice (a full disk).
+    pub fn again(&self) -> Error {
+        match self {
+            Error::Io { context, source } => {
+                Error::Io { context: context.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            Error::Refused(m) => Error::Refused(m.clone()),
+            other => Error::Internal(other.to_string()),
+        }
+    }
+
+    /// This failure with `note` (what was done before it) added to what it says.
+    pub fn noted(self, note: &str) -> Error {
+        match self {
+            Error::Io { context, source } => Error::Io { context: format!("{context} ({note})"), source },
+            Error::Usage(m) => Error::Usage(format!("{m}; {note}")),
+            Error::Refused(m) => Error::Refused(format!("{m}; {note}")),
+            Error::Internal(m) => Error::Internal(format!("{m}; {note}")),
+            other => other,
+        }
+    }
 }
 
 impl<T> IoContext<T> for nix::Result<T> {

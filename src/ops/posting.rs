@@ -66,34 +66,11 @@ fn write_groups(store: &Store, waiting: &mpsc::Receiver<Posting>) {
             // group (a full disk, a store locked for a minute) is every caller's answer, at once.
             Err(e) => {
                 for answer in answers.drain(1..) {
-                    let _ = answer.send(Err(again(&e)));
+                    let _ = answer.send(Err(e.again()));
                 }
                 let _ = answers.remove(0).send(Err(e));
             }
         }
-    }
-}
-
-/// `e` for another caller of the same group (an error is not `Clone`): an I/O failure keeps
-/// its kind, so its advice (a full disk) stays.
-fn again(e: &Error) -> Error {
-    match e {
-        Error::Io { context, source } => {
-            Error::Io { context: context.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
-        }
-        Error::Refused(m) => Error::Refused(m.clone()),
-        other => Error::Internal(other.to_string()),
-    }
-}
-
-/// `e` with `note` (what was posted before it) added to what it says.
-fn noted(e: Error, note: &str) -> Error {
-    match e {
-        Error::Io { context, source } => Error::Io { context: format!("{context} ({note})"), source },
-        Error::Usage(m) => Error::Usage(format!("{m}; {note}")),
-        Error::Refused(m) => Error::Refused(format!("{m}; {note}")),
-        Error::Internal(m) => Error::Internal(format!("{m}; {note}")),
-        other => other,
     }
 }
 
@@ -129,7 +106,7 @@ pub fn post_lines<R: Read>(store: &Store, notice: &Event, input: R, mut posted: 
         }
         if !group.is_empty() {
             let written = store.events().append_all(group).map_err(|e| {
-                noted(e, &format!("the {count} messages before line {first} of stdin were posted, none from it on"))
+                e.noted(&format!("the {count} messages before line {first} of stdin were posted, none from it on"))
             })?;
             for event in written {
                 count += 1;
