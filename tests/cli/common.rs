@@ -13,6 +13,15 @@ pub fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
 }
 
+/// Copy the program `from` to `to`, by `cp` in a process of its own. Written by this
+/// process, its file would be open for writing in whatever child another test's thread forks
+/// meanwhile, until that child execs, and running it then fails ("text file busy").
+#[allow(dead_code, reason = "used by the fault suite only")]
+pub fn copy_program(from: impl AsRef<Path>, to: impl AsRef<Path>) {
+    let status = Command::new("cp").arg(from.as_ref()).arg(to.as_ref()).status().unwrap();
+    assert!(status.success(), "cp {} {} failed", from.as_ref().display(), to.as_ref().display());
+}
+
 pub fn fake_agent() -> String {
     fixtures().join("fake-agent").to_string_lossy().into_owned()
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::common::{BIN, Home, Run, check, wait_until};
+use crate::common::{BIN, Home, Run, check, copy_program, wait_until};
 
 /// A new cgroup `name` in the test's own cgroup of the v2 hierarchy (beside the tasks').
 fn test_cgroup(name: &str) -> PathBuf {
@@ -152,9 +152,9 @@ impl Delegated {
         fs::create_dir(&bin).unwrap();
         // The build directory may be closed to other users.
         if fs::hard_link(BIN, bin.join("agentctl")).is_err() {
-            fs::copy(BIN, bin.join("agentctl")).unwrap();
+            copy_program(BIN, bin.join("agentctl"));
         }
-        fs::copy("/usr/bin/setpriv", bin.join("drop")).unwrap();
+        copy_program("/usr/bin/setpriv", bin.join("drop"));
         fs::set_permissions(bin.join("drop"), fs::Permissions::from_mode(0o4755)).unwrap();
         fs::create_dir(dir.path().join("home")).unwrap();
         let cgroup = test_cgroup(&format!("{}.delegated", name_of(dir.path())));

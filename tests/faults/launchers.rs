@@ -8,7 +8,7 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, kill, killpg};
 use nix::unistd::Pid;
 
-use crate::common::{BIN, Home, fake_agent, wait_until};
+use crate::common::{BIN, Home, copy_program, fake_agent, wait_until};
 use crate::raw_mcp::RawMcp;
 
 fn only_token(h: &Home) -> Option<String> {
@@ -66,7 +66,7 @@ fn a_worker_finds_the_agentctl_its_server_was_started_from_also_once_rebuilt() {
     // The server started by its path (as an MCP client's config does), PATH without agentctl.
     let bin = h.path().parent().unwrap().join("build/agentctl");
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    std::fs::copy(BIN, &bin).unwrap();
+    copy_program(BIN, &bin);
     let mut cmd = h.cmd_of(&bin, h.path());
     cmd.env("PATH", "/usr/bin:/bin");
     let mut mcp = RawMcp::spawn_cmd(cmd, &["--allow-run"]);
@@ -90,7 +90,7 @@ fn a_worker_finds_the_agentctl_its_server_was_started_from_also_once_rebuilt() {
     // Rebuilt under the running server: the binary it runs is gone from that path, a new one
     // is there; its workers find that one.
     let next = bin.with_file_name("agentctl.new");
-    std::fs::copy(BIN, &next).unwrap();
+    copy_program(BIN, &next);
     std::fs::rename(&next, &bin).unwrap();
     let (status, log) = found(&mut mcp);
     assert_eq!(status, "completed", "{log}");

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use serde_json::Value;
 
-use crate::common::{BIN, check};
+use crate::common::{BIN, check, copy_program};
 
 /// The most instances a holder gives back.
 const GIVEN_BACK: usize = 16;
@@ -32,7 +32,7 @@ impl Stranger {
         fs::create_dir(&bin).unwrap();
         // The build directory may be closed to other users.
         if fs::hard_link(BIN, bin.join("agentctl")).is_err() {
-            fs::copy(BIN, bin.join("agentctl")).unwrap();
+            copy_program(BIN, bin.join("agentctl"));
         }
         // Every task runs at once (the default pool runs 16).
         fs::create_dir_all(dir.path().join("home")).unwrap();
