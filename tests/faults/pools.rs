@@ -43,10 +43,23 @@ fn started_at(h: &Home, token: &str) -> Option<u64> {
 struct Stopped(Vec<i64>);
 
 impl Stopped {
+    /// Stop task `token`'s supervisor where it waits, not inside a write: a start hands the
+    /// task back before its supervisor has saved it, and one stopped holding the store's write
+    /// lock would hold up every writer (that is SQLite, not the line). Woken and stopped again
+    /// until the store takes a write with it stopped.
     fn stop(&mut self, h: &Home, token: &str) {
-        let pid = h.supervisor_pid(token);
-        kill(Pid::from_raw(pid as i32), Signal::SIGSTOP).unwrap();
-        self.0.push(pid);
+        let pid = Pid::from_raw(h.supervisor_pid(token) as i32);
+        wait_until(Duration::from_secs(60), "the supervisor stopped outside a write", || {
+            kill(pid, Signal::SIGSTOP).unwrap();
+            let db = h.db();
+            db.busy_timeout(Duration::from_secs(2)).unwrap();
+            if db.execute_batch("BEGIN IMMEDIATE; COMMIT").is_ok() {
+                return true;
+            }
+            kill(pid, Signal::SIGCONT).unwrap();
+            false
+        });
+        self.0.push(i64::from(pid.as_raw()));
     }
 
     fn wake(&mut self, h: &Home, token: &str) {
