@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use clap_complete::engine::ArgValueCompleter;
 
+pub use super::access::AccessArgs;
 pub use super::launch_args::{AskArgs, LaunchArgs, RunArgs, WaitArgs};
 
 /// Supervise sub-agent processes: start agent CLIs detached, get quick answers at once, await
@@ -142,6 +143,13 @@ pub enum Command {
   claude mcp add agentctl -- agentctl mcp
   agentctl mcp --allow-run --max-wait 30s")]
     Mcp(McpArgs),
+    /// Make, list and revoke the access tokens of the HTTP server (`mcp --http`)
+    #[command(after_help = "Examples:
+  agentctl token create laptop                 prints the token, once
+  agentctl token create ci --read-only --expires 30d
+  agentctl token list
+  agentctl token revoke laptop")]
+    Token(AccessArgs),
     /// A live full-screen view of the tasks: their output as it comes, halt, reply, filter
     #[command(after_help = "Keys:
   ↑↓ j k     select a task            Enter   its whole output (Esc: back)

@@ -298,6 +298,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             crate::mcp::serve(Store::open(&home)?, options).await?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Token(t) => super::access::run(t, &Store::open(&home)?, out),
         Command::Supervise(_) | Command::Hook(_) => {
             Err(Error::Internal("__supervise and __hook are handled before the runtime starts".into()))
         }

@@ -1,5 +1,6 @@
 //! The command line: clap arguments, dispatch to `ops`, rendering as text or `--json`.
 
+mod access;
 mod args;
 mod complete;
 mod dispatch;

@@ -2,13 +2,15 @@
 //! place where the rules live. The CLI and the MCP server convert types and render.
 //!
 //! Each file imports only files of the layers below its own (`tests/imports.rs` checks it):
-//! 1. `blocking`, `lost` (a record as it stands), `own_path`, `watch`, `scroll`, `agents`
+//! 1. `blocking`, `lost` (a record as it stands), `own_path`, `watch`, `scroll`, `agents`,
+//!    `access` (the HTTP server's tokens)
 //! 2. `events` (sessions, waiting for events), then `posting` (events in bulk)
 //! 3. `converse` (questions and messages between a task and its lead)
 //! 4. `view` (a task as shown), then `wait` (await, halt)
 //! 5. `launch`, `follow` (follow-ups), `query` (status, list, logs), `usage` (totals), then
 //!    `page`, `prune`, `stop`
 
+mod access;
 mod agents;
 mod blocking;
 mod capacity;
@@ -32,6 +34,7 @@ mod wait;
 mod watch;
 
 pub use crate::store::SpendBy;
+pub use access::{AccessView, Denied, Identity, NewAccess, authenticate, create_access, list_access, revoke_access};
 pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
 pub use capacity::{PoolCapacity, PoolSpend, capacity};
 pub use converse::{Asked, Sent, all_pending, ask_lead, inbox, reply, send};

@@ -5,8 +5,10 @@
 //! 2. `lock`, `atomic`, `logfile`, `rows` (records, specs and events as rows)
 //! 3. `legacy` (what earlier releases kept in files), then `connect` (opening the database)
 //! 4. `layout` (`Store`: where each file lives)
-//! 5. `events`, `pools`, `spend`, `totals`, `questions`, `pages`, `mcp_tasks`, `finish`, then `tasks`
+//! 5. `events`, `pools`, `spend`, `totals`, `questions`, `pages`, `mcp_tasks`, `access`, `finish`,
+//!    then `tasks`
 
+mod access;
 mod atomic;
 mod connect;
 mod db;
@@ -30,6 +32,7 @@ mod starting;
 mod tasks;
 mod totals;
 
+pub use access::{AccessToken, digest};
 pub use atomic::{Durability, write_atomic};
 pub use events::{EventLog, Logged};
 pub use files::Refused;
