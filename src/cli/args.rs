@@ -138,10 +138,11 @@ pub enum Command {
   agentctl prune --older-than 7d
   agentctl prune --keep 100 --dry-run")]
     Prune(PruneArgs),
-    /// Serve MCP (Model Context Protocol) on stdin/stdout
+    /// Serve MCP (Model Context Protocol) on stdin/stdout, or over HTTP with --http
     #[command(after_help = "Examples:
   claude mcp add agentctl -- agentctl mcp
-  agentctl mcp --allow-run --max-wait 30s")]
+  agentctl mcp --allow-run --max-wait 30s
+  agentctl mcp --http 127.0.0.1:8750          then: agentctl token create laptop")]
     Mcp(McpArgs),
     /// Make, list and revoke the access tokens of the HTTP server (`mcp --http`)
     #[command(after_help = "Examples:
@@ -285,6 +286,16 @@ pub struct McpArgs {
     /// longer answer keeps its head and tail, and says which `logs` call reads the rest
     #[arg(long, value_name = "BYTES", default_value_t = crate::mcp::DEFAULT_BUDGET)]
     pub result_budget: usize,
+    /// Serve over Streamable HTTP at ADDR:PORT (path /mcp) instead of stdio; every request needs
+    /// a token from `agentctl token create`
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub http: Option<std::net::SocketAddr>,
+    /// A host name (or host:port) clients may reach the HTTP server by, beside loopback's
+    #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
+    pub allowed_hosts: Vec<String>,
+    /// Listen on an address other than loopback without TLS
+    #[arg(long, requires = "http")]
+    pub insecure_http: bool,
 }
 
 #[derive(Debug, Args)]

@@ -295,7 +295,17 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             }
             let options =
                 crate::mcp::Options { allow_run: m.allow_run, agents_file: agents, max_wait, budget: m.result_budget };
-            crate::mcp::serve(Store::open(&home)?, options).await?;
+            match m.http {
+                Some(listen) => {
+                    let http = crate::mcp::HttpOptions {
+                        listen,
+                        allowed_hosts: m.allowed_hosts,
+                        insecure_http: m.insecure_http,
+                    };
+                    crate::mcp::serve_http(Store::open(&home)?, options, http).await?
+                }
+                None => crate::mcp::serve(Store::open(&home)?, options).await?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Token(t) => super::access::run(t, &Store::open(&home)?, out),

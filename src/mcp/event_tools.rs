@@ -117,7 +117,10 @@ impl AgentctlServer {
                         _ = superseded.changed() => Ok(None),
                     }
                 };
-                let cancelled = || Err(Error::Usage("the wait was cancelled; the session's events stay queued".into()));
+                let cancelled = || {
+                    let why = self.why_cut_short();
+                    Err(Error::Usage(format!("{why}; the session's events stay queued for `wait_for_event`")))
+                };
                 let again = "call `wait_for_event` again to keep waiting";
                 let Some(event) = self.watch(wait, &ctx, progress).await.unwrap_or_else(cancelled)? else {
                     let note = "a newer wait_for_event of this connection took over this one";

@@ -22,6 +22,7 @@ use rmcp::service::{RequestContext, ServerInitializeError};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt, tool_handler};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::gate::Gate;
 use super::limits::MaxWait;
@@ -66,6 +67,8 @@ pub struct AgentctlServer {
     pub(super) conn: Arc<Connection>,
     /// Writes the events `notify` calls post, those in flight together in one transaction.
     pub(super) poster: Arc<ops::Poster>,
+    /// Cancelled when the server stops: calls that wait answer at once (see `watch`).
+    pub(super) stopping: CancellationToken,
     tool_router: ToolRouter<AgentctlServer>,
     instructions: String,
 }
@@ -83,6 +86,11 @@ pub(super) struct Connection {
     waits: Mutex<HashMap<String, watch::Sender<u64>>>,
     /// The halts `tasks/cancel` left running: the server waits for them before it exits.
     halts: Mutex<Vec<JoinHandle<()>>>,
+    /// Whether a newer wait supersedes an older one (stdio). Over HTTP a client that gives up
+    /// on a call closes its request, and one token's calls may rightly wait side by side.
+    supersedes: bool,
+    /// What a wait that nothing supersedes watches: it never changes.
+    never: watch::Sender<u64>,
 }
 
 /// Numbers the connections of this process.
@@ -90,15 +98,21 @@ static CONNECTIONS: AtomicU64 = AtomicU64::new(0);
 
 impl Connection {
     fn new() -> Result<Connection> {
-        let session = ops::connection_session()?;
+        Ok(Connection { supersedes: true, ..Connection::named(ops::connection_session()?) })
+    }
+
+    /// An HTTP client's connection, whose tasks report to `session` (its token's name).
+    pub(super) fn named(session: String) -> Connection {
         let n = CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-        Ok(Connection {
+        Connection {
             session,
             holder: ops::Holder::new(n),
             answered: Mutex::default(),
             waits: Mutex::default(),
             halts: Mutex::default(),
-        })
+            supersedes: false,
+            never: watch::channel(0).0,
+        }
     }
 
     /// A wait answered with event `seq`.
@@ -124,7 +138,7 @@ impl Connection {
     }
 
     /// Wait for the halts still under way.
-    async fn halted(&self) {
+    pub(super) async fn halted(&self) {
         let halts = std::mem::take(&mut *self.halts.lock().unwrap_or_else(|e| e.into_inner()));
         for h in halts {
             let _ = h.await;
@@ -135,6 +149,9 @@ impl Connection {
     /// returned receiver changes. A client that gave up on a wait without cancelling it and
     /// waits again must get the next event, not the abandoned call.
     pub fn supersede(&self, key: String) -> watch::Receiver<u64> {
+        if !self.supersedes {
+            return self.never.subscribe();
+        }
         let mut waits = self.waits.lock().unwrap_or_else(|e| e.into_inner());
         let tx = waits.entry(key).or_insert_with(|| watch::channel(0).0);
         tx.send_modify(|g| *g += 1);
@@ -188,7 +205,7 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
 }
 
 /// Resolves at the first SIGINT or SIGTERM.
-fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
+pub(super) fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut int = signal(SignalKind::interrupt())?;
     let mut term = signal(SignalKind::terminate())?;
@@ -203,6 +220,11 @@ fn stop_signal() -> std::io::Result<impl Future<Output = ()> + Send + 'static> {
 impl AgentctlServer {
     /// The server over `store`, its tools published as `options` say.
     pub(super) fn new(store: Store, options: Options) -> Result<AgentctlServer> {
+        AgentctlServer::with_connection(store, options, Arc::new(Connection::new()?))
+    }
+
+    /// The server for the client of `conn`.
+    pub(super) fn with_connection(store: Store, options: Options, conn: Arc<Connection>) -> Result<AgentctlServer> {
         let mut tool_router =
             Self::task_router() + Self::event_router() + Self::converse_router() + Self::usage_router();
         if !options.allow_run {
@@ -217,12 +239,20 @@ impl AgentctlServer {
         arguments::explain(&mut tool_router);
         let instructions = options.max_wait.fill(INSTRUCTIONS);
         let poster = Arc::new(ops::Poster::new(store.clone())?);
-        Ok(AgentctlServer { store, options, conn: Arc::new(Connection::new()?), poster, tool_router, instructions })
+        Ok(AgentctlServer {
+            store,
+            options,
+            conn,
+            poster,
+            stopping: CancellationToken::new(),
+            tool_router,
+            instructions,
+        })
     }
 
     /// Wait for `work`, sending `progress()` as a progress notification every few seconds when
-    /// the client asked for them; `None` if the client cancelled (the work's subject, a task or
-    /// an event, is never touched: dropping `work` only stops waiting).
+    /// the client asked for them; `None` if the client cancelled or the server is stopping (the
+    /// work's subject, a task or an event, is never touched: dropping `work` only stops waiting).
     pub(super) async fn watch<T>(
         &self,
         work: impl Future<Output = T>,
@@ -239,6 +269,8 @@ impl AgentctlServer {
                 // not polled again, so a wait cannot take an event whose answer nobody reads.
                 biased;
                 _ = ctx.ct.cancelled() => return None,
+                // What waits is not touched, as for a cancelled call: the client calls again.
+                _ = self.stopping.cancelled() => return None,
                 r = &mut work => return Some(r),
                 _ = tick.tick(), if progress_token.is_some() => {
                     let Some(pt) = progress_token.clone() else { continue };
@@ -261,10 +293,22 @@ impl AgentctlServer {
     }
 }
 
-/// What a call the client cancelled answers (clients normally discard it).
-pub(super) fn cancelled(tokens: &[Token]) -> Error {
-    let tokens: Vec<String> = tokens.iter().map(Token::to_string).collect();
-    Error::Usage(format!("the wait was cancelled; task {} keeps running. {STILL_RUNNING}", tokens.join(", ")))
+impl AgentctlServer {
+    /// What a wait for `tokens` answers when it ends early: the client cancelled it (clients
+    /// normally discard the answer), or the server is stopping.
+    pub(super) fn cut_short(&self, tokens: &[Token]) -> Error {
+        let tokens: Vec<String> = tokens.iter().map(Token::to_string).collect();
+        let why = self.why_cut_short();
+        Error::Usage(format!("{why}; task {} keeps running. {STILL_RUNNING}", tokens.join(", ")))
+    }
+
+    /// Why a wait ended before its subject did.
+    pub(super) fn why_cut_short(&self) -> &'static str {
+        match self.stopping.is_cancelled() {
+            true => "the server is stopping, so the wait ended (call again once it is back)",
+            false => "the wait was cancelled",
+        }
+    }
 }
 
 /// A tool's answer: refusals and failures become results with `isError: true` and the message

@@ -12,7 +12,7 @@ use super::limits::seconds_text;
 use super::native;
 use super::params::{AskParams, AwaitParams, HaltParams, LaunchRequest, ListParams, LogsParams, RunParams};
 use super::result::{self, AwaitResult};
-use super::server::{AgentctlServer, answer, cancelled};
+use super::server::{AgentctlServer, answer};
 use crate::error::Result;
 use crate::ops::{self, Halted, LogPage, TaskView};
 use crate::task::{Status, Token, one_line_preview};
@@ -69,7 +69,7 @@ impl AgentctlServer {
         let rec = ops::start(&self.store, launch, None).await?;
         let token = rec.token;
         let settled = self.watch(ops::settle(&self.store, rec, wait), &ctx, || self.task_progress(token)).await;
-        let v = settled.unwrap_or_else(|| Err(cancelled(&[token])))?;
+        let v = settled.unwrap_or_else(|| Err(self.cut_short(&[token])))?;
         let mut r = TaskResult::of(&v, self.next_step(&v));
         if offered && !v.status.is_final() {
             match self.store.create_mcp_task(token, v.turn) {
@@ -141,7 +141,7 @@ impl AgentctlServer {
                     [one] => self.task_progress(*one),
                     many => format!("waiting for any of {} tasks", many.len()),
                 };
-                let a = self.watch(wait, &ctx, progress).await.unwrap_or_else(|| Err(cancelled(&tokens)))?;
+                let a = self.watch(wait, &ctx, progress).await.unwrap_or_else(|| Err(self.cut_short(&tokens)))?;
                 let note = limit.note_if(a.timed_out);
                 if let (1, Some(v)) = (tokens.len(), a.ended.first().or(a.running.first())) {
                     // One task: its result, as `ask` gives it.

@@ -5,7 +5,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, FAKE, connect, server_env
+from conftest import BIN, FAKE, connect, server_env, wait_until
 
 pytestmark = pytest.mark.anyio
 
@@ -108,7 +108,10 @@ async def test_max_wait_caps_and_defaults_every_wait_and_says_so(home):
         await c.call_tool("halt", {"token": token, "grace_secs": 0.1})
 
         # A halt blocks for its grace period: capped the same way.
-        r = await c.call_tool("run", {"command": ["sh", "-c", "trap '' TERM; sleep 60"], "async": True})
+        r = await c.call_tool("run", {"command": ["sh", "-c", "trap '' TERM; echo trapped; sleep 60"], "async": True})
+        # The start hands the task back before its agent runs: halt it once TERM is trapped.
+        log = home / "subagents" / "run" / "data" / "history" / f"{r.structured_content['token']}.log"
+        await wait_until("the trap to be set", lambda: log.exists() and "trapped" in log.read_text())
         t0 = time.monotonic()
         h = await c.call_tool("halt", {"token": r.structured_content["token"], "grace_secs": 120})
         assert 1 <= time.monotonic() - t0 < 30

@@ -1,0 +1,218 @@
+"""`agentctl mcp --http`: the same tools over Streamable HTTP, for clients holding a token from
+`agentctl token create`, driven by the official Python SDK's Streamable HTTP client and by raw
+requests for what a client must never get (no token, a read-only token's halt, a foreign Host,
+a body too big)."""
+
+import collections
+import contextlib
+import json
+import random
+import re
+import signal
+import subprocess
+import time
+
+import anyio
+import httpx2
+import pytest
+from conftest import BIN, FAKE, record, server_env, wait_until
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+pytestmark = pytest.mark.anyio
+
+
+def token(home, name, *flags):
+    out = subprocess.run(
+        [BIN, "--home", str(home), "token", "create", name, *flags],
+        capture_output=True, text=True, env=server_env(home), check=True,
+    )
+    return out.stdout.strip()
+
+
+class Served(str):
+    """The server's URL; `.proc` is its process, `.log` its stderr so far."""
+
+    def log(self):
+        return self.stderr.read_text()
+
+
+@pytest.fixture
+def server(home, tmp_path):
+    """A fresh `agentctl mcp --http` on a port of its own; its URL once it serves."""
+    home.mkdir(mode=0o700, exist_ok=True)
+    stderr = tmp_path / "server.err"
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(
+            [BIN, "--home", str(home), "mcp", "--http", "127.0.0.1:0", "--allow-run"],
+            stderr=err, text=True, env=server_env(home),
+        )
+    end = time.monotonic() + 30
+    while not (match := re.search(r"serving MCP at (http://\S+)", stderr.read_text())):
+        assert proc.poll() is None and time.monotonic() < end, f"the server did not start: {stderr.read_text()}"
+        time.sleep(0.01)
+    url = Served(match.group(1))
+    url.proc, url.stderr = proc, stderr
+    yield url
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, url.log()
+
+
+def client(url, secret, mode="legacy"):
+    headers = {"Authorization": f"Bearer {secret}"}
+    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)), mode=mode)
+
+
+def post(url, body, via=httpx2, **headers):
+    headers.setdefault("content-type", "application/json")
+    headers.setdefault("accept", "application/json, text/event-stream")
+    return via.post(url, content=body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers)
+
+
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_token_holder_runs_awaits_and_halts_tasks(home, server, mode):
+    async with client(server, token(home, "lead"), mode=mode) as c:
+        names = {t.name for t in (await c.list_tools()).tools}
+        assert {"ask", "run", "await", "halt", "list", "logs", "wait_for_event"} <= names
+        quick = await c.call_tool("run", {"command": [FAKE, "sleep", "0", "hello over http"]})
+        assert not quick.is_error, quick.content[0].text
+        assert quick.structured_content["summary"] == "hello over http"
+        slow = await c.call_tool("run", {"command": [FAKE, "sleep", "60"], "async": True})
+        tok = slow.structured_content["token"]
+        waited = await c.call_tool("await", {"token": tok, "timeout_secs": 0.2})
+        assert waited.structured_content["status"] == "running"
+        halted = await c.call_tool("halt", {"token": tok, "grace_secs": 0.1})
+        assert not halted.is_error, halted.content[0].text
+        assert record(home, tok)["ended"]["outcome"]["status"] == "cancelled"
+        listed = await c.call_tool("list", {})
+        assert {t["token"] for t in listed.structured_content["tasks"]} >= {tok}
+
+
+async def test_each_token_is_a_client_of_its_own(home, server):
+    async with client(server, token(home, "alice")) as a, client(server, token(home, "bob")) as b:
+        r = await a.call_tool("run", {"command": [FAKE, "sleep", "0", "for alice"], "async": True})
+        tok = r.structured_content["token"]
+        assert record(home, tok)["session"] == "alice"
+        got = await a.call_tool("wait_for_event", {"timeout_secs": 30})
+        assert got.structured_content["type"] == "task_finished", got.content[0].text
+        assert got.structured_content["token"] == tok
+        other = await b.call_tool("wait_for_event", {"timeout_secs": 0.3})
+        assert other.structured_content["type"] == "timeout", other.content[0].text
+
+
+async def test_without_a_valid_token_nothing_is_served(home, server):
+    revoked = token(home, "gone")
+    subprocess.run([BIN, "--home", str(home), "token", "revoke", "gone"], check=True, env=server_env(home))
+    expired = token(home, "short", "--expires", "1ms")
+    cases = {
+        "none": {},
+        "wrong": {"authorization": "Bearer agentctl_" + "0" * 64},
+        "revoked": {"authorization": f"Bearer {revoked}"},
+        "expired": {"authorization": f"Bearer {expired}"},
+        "not bearer": {"authorization": f"Basic {revoked}"},
+    }
+    for case, headers in cases.items():
+        r = post(server, LIST, **headers)
+        assert r.status_code == 401, (case, r.text)
+        challenge = r.headers["www-authenticate"]
+        assert challenge.startswith('Bearer resource_metadata="http://127.0.0.1:'), (case, challenge)
+        meta_url = re.search(r'resource_metadata="([^"]+)"', challenge).group(1)
+        meta = httpx2.get(meta_url)
+        assert meta.status_code == 200 and meta.json()["resource"] == server, meta.text
+    assert "revoked" in post(server, LIST, authorization=f"Bearer {revoked}").json()["error"]
+
+
+async def test_a_read_only_token_reads_and_waits_but_stops_nothing(home, server):
+    async with client(server, token(home, "lead")) as lead:
+        r = await lead.call_tool("run", {"command": [FAKE, "sleep", "60"], "async": True})
+        tok = r.structured_content["token"]
+        viewer = token(home, "viewer", "--read-only")
+        async with client(server, viewer) as v:
+            listed = await v.call_tool("list", {})
+            assert tok in {t["token"] for t in listed.structured_content["tasks"]}
+            waited = await v.call_tool("await", {"token": tok, "timeout_secs": 0.1})
+            assert waited.structured_content["status"] == "running"
+        for tool, args in [("halt", {"token": tok}), ("run", {"command": ["true"]}), ("send", {"token": tok, "message": "x"})]:
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": tool, "arguments": args}}
+            refused = post(server, call, authorization=f"Bearer {viewer}")
+            assert refused.status_code == 403, (tool, refused.text)
+            assert "read-only" in refused.json()["error"]["message"] and refused.json()["id"] == 7
+        assert record(home, tok)["ended"] is None, "a read-only token's halt stopped the task"
+        await lead.call_tool("halt", {"token": tok, "grace_secs": 0.1})
+
+
+async def test_foreign_hosts_and_huge_bodies_are_refused(home, server):
+    secret = token(home, "lead")
+    auth = f"Bearer {secret}"
+    assert post(server, LIST, authorization=auth, host="evil.example").status_code == 403
+    assert post(server, LIST, authorization=auth, origin="http://evil.example").status_code == 403
+    assert post(server, LIST, host="evil.example").status_code == 403, "refused before the token is looked at"
+    huge = b'{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"pad":"' + b"x" * (20 << 20) + b'"}}'
+    with contextlib.suppress(httpx2.HTTPError):
+        r = post(server, huge, authorization=auth)
+        assert r.status_code == 413, r.text
+    # Still serving.
+    async with client(server, secret) as c:
+        assert (await c.list_tools()).tools
+
+
+def test_malformed_and_mutated_bodies_each_get_a_json_rpc_error(home, server):
+    auth = {"authorization": f"Bearer {token(home, 'fuzz')}"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    session = post(server, init, **auth).headers["mcp-session-id"]
+    post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **auth, **{"mcp-session-id": session})
+    good = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "list", "arguments": {"limit": 3}}}).encode()
+    rng = random.Random(7)
+    seen = collections.Counter()
+    via = httpx2.Client()
+    for _ in range(1000):
+        body = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            at = rng.randrange(len(body))
+            roll = rng.random()
+            if roll < 0.4:
+                body[at] = rng.randrange(256)
+            elif roll < 0.7:
+                del body[at]
+            else:
+                body.insert(at, rng.choice(b'{}[]",:0123456789aeflnrstu\\'))
+        headers = dict(auth, **({"mcp-session-id": session} if rng.random() < 0.8 else {}))
+        r = post(server, bytes(body), via=via, **headers)
+        seen[r.status_code] += 1
+        assert r.status_code < 500, (bytes(body), r.text)
+        if r.status_code == 202:
+            continue  # it became a notification: those get no answer
+        assert r.headers["content-type"].startswith(("application/json", "text/event-stream")), (bytes(body), r.text)
+        assert '"jsonrpc":"2.0"' in r.text.replace(" ", ""), (bytes(body), r.text)
+    assert seen[400] > 500, seen
+    assert post(server, LIST, **auth, **{"mcp-session-id": session}).status_code == 200, "still serving"
+
+
+async def test_a_stop_answers_the_calls_under_way_and_leaves_tasks_running(home, server):
+    async with client(server, token(home, "lead")) as c:
+        r = await c.call_tool("run", {"command": [FAKE, "sleep", "60"], "async": True})
+        tok = r.structured_content["token"]
+        answers, waiting = {}, set()
+
+        async def call(name, args):
+            async def on_progress(value, total, message):
+                waiting.add(name)
+
+            answers[name] = await c.call_tool(name, args, progress_callback=on_progress)
+
+        async with anyio.create_task_group() as calls:
+            calls.start_soon(call, "await", {"token": tok, "timeout_secs": 50})
+            calls.start_soon(call, "wait_for_event", {"timeout_secs": 50})
+            # The server reports progress on each call it is serving (every few seconds).
+            await wait_until("both calls to be served", lambda: len(waiting) == 2, limit=30)
+            server.proc.send_signal(signal.SIGTERM)
+        for name, answer in answers.items():
+            assert answer.is_error and "server is stopping" in answer.content[0].text, (name, answer.content[0].text)
+    assert server.proc.wait(timeout=60) == 0, server.log()
+    assert record(home, tok)["ended"] is None, "the task ended with the server"
+    subprocess.run([BIN, "--home", str(home), "halt", tok, "--grace", "0.1s"], env=server_env(home), capture_output=True)
