@@ -23,7 +23,8 @@ pub struct AccessArgs {
 pub enum AccessAction {
     /// Make a token and print it (once: the home keeps only its hash)
     Create {
-        /// What to call it (who or what holds it): letters, digits, `.`, `_`, `-`
+        /// What to call it (who or what holds it): letters, digits, `_`, `-`; the session its
+        /// client's tasks report to
         name: String,
         /// It may list, read, await and wait, but not ask, run, halt, reply or send
         #[arg(long)]

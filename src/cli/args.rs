@@ -296,6 +296,9 @@ pub struct McpArgs {
     /// Listen on an address other than loopback without TLS
     #[arg(long, requires = "http")]
     pub insecure_http: bool,
+    /// The most calls one token may have under way at once over HTTP (more get 429)
+    #[arg(long, value_name = "N", default_value_t = 256, requires = "http")]
+    pub max_calls: usize,
 }
 
 #[derive(Debug, Args)]

@@ -301,6 +301,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                         listen,
                         allowed_hosts: m.allowed_hosts,
                         insecure_http: m.insecure_http,
+                        max_calls: m.max_calls.max(1),
                     };
                     crate::mcp::serve_http(Store::open(&home)?, options, http).await?
                 }

@@ -20,7 +20,7 @@ use axum::routing::{any, get};
 use futures_util::StreamExt;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use super::http_auth::{self, Call, ENDPOINT, METADATA};
@@ -40,6 +40,8 @@ pub struct HttpOptions {
     pub allowed_hosts: Vec<String>,
     /// Listen on an address other machines reach, without TLS.
     pub insecure_http: bool,
+    /// The most calls one token has under way at once.
+    pub max_calls: usize,
 }
 
 type Service = StreamableHttpService<AgentctlServer, LocalSessionManager>;
@@ -49,7 +51,8 @@ struct Http {
     store: Store,
     options: Options,
     allowed_hosts: Vec<String>,
-    clients: Mutex<HashMap<String, (Service, Arc<Connection>)>>,
+    clients: Mutex<HashMap<String, Client>>,
+    max_calls: usize,
     /// Cancelled at SIGINT or SIGTERM: waiting calls answer, new requests are refused.
     stopping: CancellationToken,
     /// Cancelled once the calls under way are answered: ends every session and stream.
@@ -59,8 +62,20 @@ struct Http {
     ended: Notify,
 }
 
+/// One token's client: its MCP service, its connection, and its calls under way.
+#[derive(Clone)]
+struct Client {
+    service: Service,
+    conn: Arc<Connection>,
+    calls: Arc<Semaphore>,
+}
+
 /// How long a stop waits for the calls under way to be answered.
 const DRAIN: Duration = Duration::from_secs(10);
+
+/// How long a request's body may take to arrive: a client that sends a byte a second holds
+/// nothing for longer.
+const BODY_TIME: Duration = Duration::from_secs(30);
 
 /// Serve MCP over HTTP until SIGINT or SIGTERM; calls under way are answered first.
 pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Result<()> {
@@ -86,6 +101,7 @@ pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Re
         options,
         allowed_hosts,
         clients: Mutex::default(),
+        max_calls: http.max_calls,
         stopping: CancellationToken::new(),
         closing: CancellationToken::new(),
         in_flight: AtomicUsize::new(0),
@@ -104,14 +120,14 @@ pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Re
         stop.await;
         draining.stop().await;
     };
-    let served = axum::serve(listener, app).with_graceful_shutdown(shutdown).await;
-    let clients: Vec<Arc<Connection>> = state.clients().values().map(|(_, c)| c.clone()).collect();
+    super::http_listen::serve(listener, app, shutdown).await;
+    let clients: Vec<Arc<Connection>> = state.clients().values().map(|c| c.conn.clone()).collect();
     for conn in clients {
         conn.halted().await;
         ops::undelivered(&store, &conn.holder)?;
     }
     store.checkpoint();
-    served.map_err(|e| Error::Internal(format!("the HTTP server failed: {e}")))
+    Ok(())
 }
 
 impl Http {
@@ -132,15 +148,15 @@ impl Http {
         self.closing.cancel();
     }
 
-    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Service, Arc<Connection>)>> {
+    fn clients(&self) -> std::sync::MutexGuard<'_, HashMap<String, Client>> {
         self.clients.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The MCP service of the client `who` (made at its first request).
-    fn service(&self, who: &Identity) -> Result<Service> {
+    /// The client `who` (made at its first request).
+    fn client(&self, who: &Identity) -> Result<Client> {
         let mut clients = self.clients();
-        if let Some((service, _)) = clients.get(&who.name) {
-            return Ok(service.clone());
+        if let Some(client) = clients.get(&who.name) {
+            return Ok(client.clone());
         }
         let conn = Arc::new(Connection::named(who.name.clone()));
         let mut server = AgentctlServer::with_connection(self.store.clone(), self.options.clone(), conn.clone())?;
@@ -150,8 +166,9 @@ impl Http {
             .with_max_request_body_bytes(MAX_BODY)
             .with_cancellation_token(self.closing.child_token());
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
-        clients.insert(who.name.clone(), (service.clone(), conn));
-        Ok(service)
+        let client = Client { service, conn, calls: Arc::new(Semaphore::new(self.max_calls)) };
+        clients.insert(who.name.clone(), client.clone());
+        Ok(client)
     }
 
     /// `http://<the request's Host>`: where the client reached this server.
@@ -171,7 +188,8 @@ async fn metadata(State(h): State<Arc<Http>>, req: Request) -> Response {
 async fn mcp(State(h): State<Arc<Http>>, req: Request) -> Response {
     let started = Instant::now();
     let counted = (req.method() == axum::http::Method::POST).then(|| InFlight::count(&h));
-    let mut log = Log { method: req.method().to_string(), call: "-".into(), who: "-".into(), status: 0, started };
+    let mut log =
+        Log { method: req.method().to_string(), call: "-".into(), who: "-".into(), status: 0, started, permit: None };
     let response = answer(&h, req, &mut log).await;
     log.status = response.status().as_u16();
     Sent { _counted: counted, log }.with(response)
@@ -184,6 +202,8 @@ struct Log {
     who: String,
     status: u16,
     started: Instant,
+    /// One of its token's calls under way (`HttpOptions::max_calls`).
+    permit: Option<OwnedSemaphorePermit>,
 }
 
 /// What lasts as long as an answer's body: a streamed answer (SSE) is written after the
@@ -218,19 +238,39 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     }
     if h.stopping.is_cancelled() {
         let says = "the server is stopping; call again once it is back (tasks keep running)";
-        return (StatusCode::SERVICE_UNAVAILABLE, axum::Json(serde_json::json!({ "error": says }))).into_response();
+        return refusal(StatusCode::SERVICE_UNAVAILABLE, says.into());
     }
     let who = match ops::authenticate(&h.store, http_auth::bearer(req.headers())) {
         Ok(who) => who,
         Err(denied) => return http_auth::unauthorized(&Http::base(&req), &denied),
     };
     log.who = who.name.clone();
+    let client = match h.client(&who) {
+        Ok(c) => c,
+        Err(e) => return refusal(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+    };
+    if req.method() == axum::http::Method::POST {
+        match client.calls.clone().try_acquire_owned() {
+            Ok(permit) => log.permit = Some(permit),
+            Err(_) => {
+                let says = format!(
+                    "token `{}` has {} calls under way, the most it may; wait for one to end",
+                    who.name, h.max_calls
+                );
+                return refusal(StatusCode::TOO_MANY_REQUESTS, says);
+            }
+        }
+    }
     let (parts, body) = req.into_parts();
-    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
-        Ok(b) => b,
-        Err(_) => {
+    let bytes = match tokio::time::timeout(BODY_TIME, axum::body::to_bytes(body, MAX_BODY)).await {
+        Ok(Ok(b)) => b,
+        Ok(Err(_)) => {
             let says = format!("the request body is over {} MiB; send less at a time", MAX_BODY >> 20);
-            return (StatusCode::PAYLOAD_TOO_LARGE, axum::Json(serde_json::json!({ "error": says }))).into_response();
+            return refusal(StatusCode::PAYLOAD_TOO_LARGE, says);
+        }
+        Err(_) => {
+            let says = format!("the request body took over {} s to arrive", BODY_TIME.as_secs());
+            return refusal(StatusCode::REQUEST_TIMEOUT, says);
         }
     };
     // GET (a session's stream) and DELETE (its end) carry no message.
@@ -245,11 +285,7 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     if who.read_only && call.changes_tasks() {
         return http_auth::forbidden(&call, &who.name);
     }
-    let service = match h.service(&who) {
-        Ok(s) => s,
-        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-    };
-    let response = service.handle(Request::from_parts(parts, Body::from(bytes))).await.map(Body::new);
+    let response = client.service.handle(Request::from_parts(parts, Body::from(bytes))).await.map(Body::new);
     as_rpc_error(response, &call).await
 }
 
@@ -292,5 +328,10 @@ impl Drop for InFlight {
 /// The answer to a request whose Host or Origin is not this server's.
 fn misdirected() -> Response {
     let says = "the request's Host or Origin is not one this server answers (see --allowed-host)";
-    (StatusCode::FORBIDDEN, axum::Json(serde_json::json!({ "error": says }))).into_response()
+    refusal(StatusCode::FORBIDDEN, says.into())
+}
+
+/// A request refused before the MCP service saw it, saying why.
+fn refusal(status: StatusCode, says: String) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": says }))).into_response()
 }

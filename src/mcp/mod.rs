@@ -7,6 +7,7 @@ mod event_tools;
 mod gate;
 mod http;
 mod http_auth;
+mod http_listen;
 mod limits;
 mod native;
 mod params;

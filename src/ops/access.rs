@@ -62,7 +62,7 @@ impl Denied {
     }
 }
 
-/// Make token `name` (letters, digits, `.`, `_`, `-`; at most 64), read-only if asked,
+/// Make token `name` (letters, digits, `_`, `-`; at most 64: its session's name), read-only if asked,
 /// expiring after `expires` if given. A name in use by a token not revoked is refused.
 pub fn create_access(store: &Store, name: &str, read_only: bool, expires: Option<Duration>) -> Result<NewAccess> {
     check_name(name)?;
@@ -141,14 +141,14 @@ fn view(t: &AccessToken, now: u64) -> AccessView {
     }
 }
 
+/// A token's name is also the session its client's tasks report to: the same rule.
 fn check_name(name: &str) -> Result<()> {
-    let fits = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
-    if name.is_empty() || name.len() > 64 || !name.chars().all(fits) {
-        return Err(Error::Usage(format!(
-            "token name `{name}` is not valid; use 1 to 64 letters, digits, `.`, `_` or `-`"
-        )));
-    }
-    Ok(())
+    crate::task::Role::parse(name).map(drop).map_err(|_| {
+        Error::Usage(format!(
+            "token name `{}` is not valid; use 1 to 64 letters, digits, `_` or `-`",
+            crate::task::input_preview(name)
+        ))
+    })
 }
 
 fn hex(b: u8) -> [char; 2] {
@@ -205,7 +205,7 @@ mod tests {
     #[test]
     fn bad_names_and_unknown_revocations_say_what_to_do() {
         let (_dir, store) = home();
-        for bad in ["", "a b", "x/y", &"n".repeat(65)] {
+        for bad in ["", "a b", "x/y", "a.b", &"n".repeat(65)] {
             let e = create_access(&store, bad, false, None).unwrap_err().to_string();
             assert!(e.contains("letters, digits"), "{bad}: {e}");
         }

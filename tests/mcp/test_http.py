@@ -9,6 +9,7 @@ import json
 import random
 import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -71,6 +72,15 @@ def post(url, body, via=httpx2, **headers):
 
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+def session(url, **auth):
+    """A session begun by hand (initialize, then initialized): the headers its requests carry."""
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    headers = dict(auth, **{"mcp-session-id": post(url, init, **auth).headers["mcp-session-id"]})
+    post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers)
+    return headers
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -162,10 +172,7 @@ async def test_foreign_hosts_and_huge_bodies_are_refused(home, server):
 
 def test_malformed_and_mutated_bodies_each_get_a_json_rpc_error(home, server):
     auth = {"authorization": f"Bearer {token(home, 'fuzz')}"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    session = post(server, init, **auth).headers["mcp-session-id"]
-    post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **auth, **{"mcp-session-id": session})
+    in_session = session(server, **auth)
     good = json.dumps({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "list", "arguments": {"limit": 3}}}).encode()
     rng = random.Random(7)
     seen = collections.Counter()
@@ -181,7 +188,7 @@ def test_malformed_and_mutated_bodies_each_get_a_json_rpc_error(home, server):
                 del body[at]
             else:
                 body.insert(at, rng.choice(b'{}[]",:0123456789aeflnrstu\\'))
-        headers = dict(auth, **({"mcp-session-id": session} if rng.random() < 0.8 else {}))
+        headers = in_session if rng.random() < 0.8 else auth
         r = post(server, bytes(body), via=via, **headers)
         seen[r.status_code] += 1
         assert r.status_code < 500, (bytes(body), r.text)
@@ -190,7 +197,7 @@ def test_malformed_and_mutated_bodies_each_get_a_json_rpc_error(home, server):
         assert r.headers["content-type"].startswith(("application/json", "text/event-stream")), (bytes(body), r.text)
         assert '"jsonrpc":"2.0"' in r.text.replace(" ", ""), (bytes(body), r.text)
     assert seen[400] > 500, seen
-    assert post(server, LIST, **auth, **{"mcp-session-id": session}).status_code == 200, "still serving"
+    assert post(server, LIST, **in_session).status_code == 200, "still serving"
 
 
 async def test_a_stop_answers_the_calls_under_way_and_leaves_tasks_running(home, server):
@@ -216,3 +223,24 @@ async def test_a_stop_answers_the_calls_under_way_and_leaves_tasks_running(home,
     assert server.proc.wait(timeout=60) == 0, server.log()
     assert record(home, tok)["ended"] is None, "the task ended with the server"
     subprocess.run([BIN, "--home", str(home), "halt", tok, "--grace", "0.1s"], env=server_env(home), capture_output=True)
+
+
+def test_slow_clients_hold_up_nobody(home, server):
+    """100 connections that send their headers a byte at a time beside a client that calls:
+    its calls are answered as they come (the bound is a hang guard, not a timing claim)."""
+    auth = f"Bearer {token(home, 'lead')}"
+    in_session = session(server, authorization=auth)
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    slow = [socket.create_connection(("127.0.0.1", port)) for _ in range(100)]
+    head = b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + auth.encode()
+    try:
+        with httpx2.Client() as via:
+            for i in range(20):
+                for s in slow:
+                    s.sendall(head[i:i + 1])
+                t0 = time.monotonic()
+                r = post(server, LIST, via=via, **in_session)
+                assert r.status_code == 200 and time.monotonic() - t0 < 10, r.text
+    finally:
+        for s in slow:
+            s.close()
