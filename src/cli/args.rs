@@ -293,6 +293,12 @@ pub struct McpArgs {
     /// A host name (or host:port) clients may reach the HTTP server by, beside loopback's
     #[arg(long = "allowed-host", value_name = "HOST", requires = "http")]
     pub allowed_hosts: Vec<String>,
+    /// Serve over TLS with this certificate chain (PEM); needs --tls-key
+    #[arg(long, value_name = "FILE", requires_all = ["http", "tls_key"])]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// Listen on an address other than loopback without TLS
     #[arg(long, requires = "http")]
     pub insecure_http: bool,

@@ -302,6 +302,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                         allowed_hosts: m.allowed_hosts,
                         insecure_http: m.insecure_http,
                         max_calls: m.max_calls.max(1),
+                        tls: m.tls_cert.zip(m.tls_key),
                     };
                     crate::mcp::serve_http(Store::open(&home)?, options, http).await?
                 }

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -42,6 +43,8 @@ pub struct HttpOptions {
     pub insecure_http: bool,
     /// The most calls one token has under way at once.
     pub max_calls: usize,
+    /// The certificate chain and private key (PEM files) to serve over TLS with.
+    pub tls: Option<(PathBuf, PathBuf)>,
 }
 
 type Service = StreamableHttpService<AgentctlServer, LocalSessionManager>;
@@ -53,6 +56,8 @@ struct Http {
     allowed_hosts: Vec<String>,
     clients: Mutex<HashMap<String, Client>>,
     max_calls: usize,
+    /// `http` or `https`.
+    scheme: &'static str,
     /// Cancelled at SIGINT or SIGTERM: waiting calls answer, new requests are refused.
     stopping: CancellationToken,
     /// Cancelled once the calls under way are answered: ends every session and stream.
@@ -79,13 +84,15 @@ const BODY_TIME: Duration = Duration::from_secs(30);
 
 /// Serve MCP over HTTP until SIGINT or SIGTERM; calls under way are answered first.
 pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Result<()> {
-    if !http.listen.ip().is_loopback() && !http.insecure_http {
+    if !http.listen.ip().is_loopback() && !http.insecure_http && http.tls.is_none() {
         return Err(Error::Usage(format!(
-            "--http {} would serve tokens and tasks in clear text to other machines; listen on 127.0.0.1 \
-             behind a TLS proxy, or pass --insecure-http if the network is trusted",
+            "--http {} would send tokens and tasks in clear text to other machines; give --tls-cert and \
+             --tls-key, or listen on 127.0.0.1 behind a TLS proxy, or pass --insecure-http if the network is trusted",
             http.listen
         )));
     }
+    let tls = http.tls.as_ref().map(|(cert, key)| super::http_listen::tls(cert, key)).transpose()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     if let Some(file) = &options.agents_file {
         ops::check_agents_file(&store, file)?;
     }
@@ -102,6 +109,7 @@ pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Re
         allowed_hosts,
         clients: Mutex::default(),
         max_calls: http.max_calls,
+        scheme,
         stopping: CancellationToken::new(),
         closing: CancellationToken::new(),
         in_flight: AtomicUsize::new(0),
@@ -114,13 +122,13 @@ pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Re
         .with_state(state.clone());
     let stop = stop_signal().map_err(|e| Error::Internal(format!("cannot watch for SIGINT and SIGTERM: {e}")))?;
     // The address as bound (port 0 picks one): scripts and tests read it here.
-    eprintln!("agentctl mcp: serving MCP at http://{bound}{ENDPOINT}");
+    eprintln!("agentctl mcp: serving MCP at {scheme}://{bound}{ENDPOINT}");
     let draining = state.clone();
     let shutdown = async move {
         stop.await;
         draining.stop().await;
     };
-    super::http_listen::serve(listener, app, shutdown).await;
+    super::http_listen::serve(listener, app, tls, shutdown).await;
     let clients: Vec<Arc<Connection>> = state.clients().values().map(|c| c.conn.clone()).collect();
     for conn in clients {
         conn.halted().await;
@@ -171,10 +179,10 @@ impl Http {
         Ok(client)
     }
 
-    /// `http://<the request's Host>`: where the client reached this server.
-    fn base(req: &Request) -> String {
+    /// `http(s)://<the request's Host>`: where the client reached this server.
+    fn base(&self, req: &Request) -> String {
         let host = req.headers().get(HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-        format!("http://{host}")
+        format!("{}://{host}", self.scheme)
     }
 }
 
@@ -182,7 +190,7 @@ async fn metadata(State(h): State<Arc<Http>>, req: Request) -> Response {
     if !http_auth::host_allowed(req.headers(), &h.allowed_hosts) {
         return misdirected();
     }
-    http_auth::metadata(&Http::base(&req))
+    http_auth::metadata(&h.base(&req))
 }
 
 async fn mcp(State(h): State<Arc<Http>>, req: Request) -> Response {
@@ -242,7 +250,7 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     }
     let who = match ops::authenticate(&h.store, http_auth::bearer(req.headers())) {
         Ok(who) => who,
-        Err(denied) => return http_auth::unauthorized(&Http::base(&req), &denied),
+        Err(denied) => return http_auth::unauthorized(&h.base(&req), &denied),
     };
     log.who = who.name.clone();
     let client = match h.client(&who) {

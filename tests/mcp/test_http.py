@@ -10,6 +10,7 @@ import random
 import re
 import signal
 import socket
+import ssl
 import subprocess
 import time
 
@@ -76,10 +77,14 @@ LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 def session(url, **auth):
     """A session begun by hand (initialize, then initialized): the headers its requests carry."""
+    return session_via(httpx2, url, **auth)
+
+
+def session_via(via, url, **auth):
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    headers = dict(auth, **{"mcp-session-id": post(url, init, **auth).headers["mcp-session-id"]})
-    post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, **headers)
+    headers = dict(auth, **{"mcp-session-id": post(url, init, via=via, **auth).headers["mcp-session-id"]})
+    post(url, {"jsonrpc": "2.0", "method": "notifications/initialized"}, via=via, **headers)
     return headers
 
 
@@ -244,3 +249,50 @@ def test_slow_clients_hold_up_nobody(home, server):
     finally:
         for s in slow:
             s.close()
+
+
+def test_over_tls_with_a_certificate_of_its_own(home, tmp_path):
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )
+    home.mkdir(mode=0o700, exist_ok=True)
+    stderr = tmp_path / "tls.err"
+    with open(stderr, "w") as err:
+        proc = subprocess.Popen(
+            [BIN, "--home", str(home), "mcp", "--http", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key)],
+            stderr=err, env=server_env(home),
+        )
+    try:
+        end = time.monotonic() + 30
+        while not (match := re.search(r"serving MCP at (https://\S+)", stderr.read_text())):
+            assert proc.poll() is None and time.monotonic() < end, stderr.read_text()
+            time.sleep(0.01)
+        url = match.group(1)
+        with httpx2.Client(verify=ssl.create_default_context(cafile=str(cert))) as via:
+            r = post(url, LIST, via=via)
+            assert r.status_code == 401 and 'resource_metadata="https://' in r.headers["www-authenticate"]
+            auth = {"authorization": f"Bearer {token(home, 'lead')}"}
+            assert post(url, LIST, via=via, **session_via(via, url, **auth)).status_code == 200
+        with pytest.raises(httpx2.HTTPError):
+            httpx2.post(url.replace("https://", "http://"), content=json.dumps(LIST), timeout=5)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, stderr.read_text()
+
+
+def test_tls_files_that_cannot_serve_are_refused_at_start(home, tmp_path):
+    junk = tmp_path / "junk.pem"
+    junk.write_text("not a certificate\n")
+    out = subprocess.run(
+        [BIN, "--home", str(home), "mcp", "--http", "127.0.0.1:0", "--tls-cert", str(junk), "--tls-key", str(junk)],
+        capture_output=True, text=True, env=server_env(home), timeout=30,
+    )
+    assert out.returncode == 2 and "junk.pem" in out.stderr, out.stderr
+    out = subprocess.run(
+        [BIN, "--home", str(home), "mcp", "--http", "0.0.0.0:0"], capture_output=True, text=True, env=server_env(home), timeout=30,
+    )
+    assert out.returncode == 2 and "--tls-cert" in out.stderr and "--insecure-http" in out.stderr, out.stderr
