@@ -10,6 +10,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::budget::{self, TaskResult};
+use super::delivery::Delivery;
 use super::params::{NotifyParams, ReplyParams, SendParams, WaitForEventParams};
 use super::result;
 use super::server::{AgentctlServer, answer};
@@ -128,7 +129,10 @@ impl AgentctlServer {
                     return Ok(result::structured(&r, r.text(), false));
                 };
                 if let Some(seq) = event.seq {
-                    self.conn.answered(seq);
+                    match Delivery::of(&ctx) {
+                        Some(delivery) => delivery.carries(seq),
+                        None => self.conn.answered(seq),
+                    }
                 }
                 let note = limit.note_if(event.kind == EventKind::Timeout);
                 let r = self.event_result(event, note);

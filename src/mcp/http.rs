@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -24,6 +24,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
+use super::delivery::Delivery;
 use super::http_auth::{self, Call, ENDPOINT, METADATA};
 use super::server::{AgentctlServer, Connection, Options, stop_signal};
 use crate::error::{Error, Result};
@@ -172,6 +173,8 @@ impl Http {
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(self.allowed_hosts.clone())
             .with_max_request_body_bytes(MAX_BODY)
+            // Clients and proxies that give up on a quiet stream (httpx: after 5 s) keep it.
+            .with_sse_keep_alive(Some(Duration::from_secs(4)))
             .with_cancellation_token(self.closing.child_token());
         let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::default(), config);
         let client = Client { service, conn, calls: Arc::new(Semaphore::new(self.max_calls)) };
@@ -196,11 +199,18 @@ async fn metadata(State(h): State<Arc<Http>>, req: Request) -> Response {
 async fn mcp(State(h): State<Arc<Http>>, req: Request) -> Response {
     let started = Instant::now();
     let counted = (req.method() == axum::http::Method::POST).then(|| InFlight::count(&h));
-    let mut log =
-        Log { method: req.method().to_string(), call: "-".into(), who: "-".into(), status: 0, started, permit: None };
+    let mut log = Log {
+        method: req.method().to_string(),
+        call: "-".into(),
+        who: "-".into(),
+        status: 0,
+        started,
+        permit: None,
+        delivery: None,
+    };
     let response = answer(&h, req, &mut log).await;
     log.status = response.status().as_u16();
-    Sent { _counted: counted, log }.with(response)
+    Sent { _counted: counted, log, whole: Arc::default() }.with(response)
 }
 
 /// What the request log says of a request, in one line once its answer is sent.
@@ -212,6 +222,8 @@ struct Log {
     started: Instant,
     /// One of its token's calls under way (`HttpOptions::max_calls`).
     permit: Option<OwnedSemaphorePermit>,
+    /// The events its answer carries.
+    delivery: Option<Arc<Delivery>>,
 }
 
 /// What lasts as long as an answer's body: a streamed answer (SSE) is written after the
@@ -219,21 +231,35 @@ struct Log {
 struct Sent {
     _counted: Option<InFlight>,
     log: Log,
+    /// Whether the whole body was written.
+    whole: Arc<AtomicBool>,
 }
 
 impl Sent {
     fn with(self, response: Response) -> Response {
         let (parts, body) = response.into_parts();
-        let body = body.into_data_stream().map(move |chunk| {
-            let _held = &self;
-            chunk
+        let whole = self.whole.clone();
+        let end = futures_util::stream::once(async move {
+            whole.store(true, Ordering::SeqCst);
+            None
         });
+        let body = body
+            .into_data_stream()
+            .map(move |chunk| {
+                let _held = &self;
+                Some(chunk)
+            })
+            .chain(end)
+            .filter_map(std::future::ready);
         Response::from_parts(parts, Body::from_stream(body))
     }
 }
 
 impl Drop for Sent {
     fn drop(&mut self) {
+        if let Some(delivery) = &self.log.delivery {
+            delivery.done(self.whole.load(Ordering::SeqCst));
+        }
         let l = &self.log;
         let ms = l.started.elapsed().as_secs_f64() * 1000.0;
         eprintln!("agentctl mcp: {} {} {} {} {ms:.1}ms", l.method, l.call, l.who, l.status);
@@ -269,7 +295,7 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
             }
         }
     }
-    let (parts, body) = req.into_parts();
+    let (mut parts, body) = req.into_parts();
     let bytes = match tokio::time::timeout(BODY_TIME, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(b)) => b,
         Ok(Err(_)) => {
@@ -293,6 +319,9 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     if who.read_only && call.changes_tasks() {
         return http_auth::forbidden(&call, &who.name);
     }
+    let delivery = Arc::new(Delivery::new(h.store.clone(), client.conn.holder.clone()));
+    parts.extensions.insert(delivery.clone());
+    log.delivery = Some(delivery);
     let response = client.service.handle(Request::from_parts(parts, Body::from(bytes))).await.map(Body::new);
     as_rpc_error(response, &call).await
 }

@@ -3,6 +3,7 @@
 
 mod arguments;
 mod budget;
+mod delivery;
 mod event_tools;
 mod gate;
 mod http;

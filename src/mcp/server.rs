@@ -260,6 +260,8 @@ impl AgentctlServer {
         progress: impl Fn() -> String,
     ) -> Option<T> {
         let progress_token = ctx.meta.get_progress_token();
+        // Over HTTP: the client went away before the answer was sent.
+        let gone = super::delivery::Delivery::of(ctx).map(|d| d.gone.clone()).unwrap_or_default();
         let started = tokio::time::Instant::now();
         let mut tick = tokio::time::interval_at(started + PROGRESS_EVERY, PROGRESS_EVERY);
         tokio::pin!(work);
@@ -271,6 +273,7 @@ impl AgentctlServer {
                 _ = ctx.ct.cancelled() => return None,
                 // What waits is not touched, as for a cancelled call: the client calls again.
                 _ = self.stopping.cancelled() => return None,
+                _ = gone.cancelled() => return None,
                 r = &mut work => return Some(r),
                 _ = tick.tick(), if progress_token.is_some() => {
                     let Some(pt) = progress_token.clone() else { continue };

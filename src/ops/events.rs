@@ -119,7 +119,12 @@ pub fn delivered(store: &Store, holder: &Holder, seq: Option<u64>) -> Result<usi
 
 /// The events `holder` was handed never reached their caller: the next waiter gets them.
 pub fn undelivered(store: &Store, holder: &Holder) -> Result<usize> {
-    store.events().release(holder.as_str())
+    store.events().release(holder.as_str(), None)
+}
+
+/// Event `seq`, handed to `holder`, never reached its caller: the next waiter gets it.
+pub fn undelivered_one(store: &Store, holder: &Holder, seq: u64) -> Result<usize> {
+    store.events().release(holder.as_str(), Some(seq))
 }
 
 /// The longest message or question an event carries.

@@ -172,17 +172,19 @@ impl<'a> EventLog<'a> {
         Ok(n)
     }
 
-    /// Put back what `holder` holds (its answers never arrived): the next waiter gets it.
-    pub fn release(&self, holder: &str) -> Result<usize> {
+    /// Put back what `holder` holds (its answers never arrived), or only event `seq` of it:
+    /// the next waiter gets it.
+    pub fn release(&self, holder: &str, seq: Option<u64>) -> Result<usize> {
         let what = || "cannot put events back".to_owned();
         let conn = self.store.db()?;
         let mut stmt = conn
             .prepare_cached(
-                "UPDATE events SET state = 0, holder = NULL WHERE state = 1 AND holder = ?1 RETURNING session",
+                "UPDATE events SET state = 0, holder = NULL WHERE state = 1 AND holder = ?1 \
+                 AND (?2 IS NULL OR seq = ?2) RETURNING session",
             )
             .map_err(err(what))?;
         let sessions: Vec<String> = stmt
-            .query_map([holder], |r| r.get(0))
+            .query_map(params![holder, seq.map(|s| s as i64)], |r| r.get(0))
             .map_err(err(what))?
             .collect::<rusqlite::Result<_>>()
             .map_err(err(what))?;

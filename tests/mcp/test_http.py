@@ -19,7 +19,7 @@ import httpx2
 import pytest
 from conftest import BIN, FAKE, record, server_env, wait_until
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
 
 pytestmark = pytest.mark.anyio
 
@@ -63,7 +63,7 @@ def server(home, tmp_path):
 
 def client(url, secret, mode="legacy"):
     headers = {"Authorization": f"Bearer {secret}"}
-    return Client(streamable_http_client(url, http_client=httpx2.AsyncClient(headers=headers)), mode=mode)
+    return Client(streamable_http_client(url, http_client=create_mcp_http_client(headers=headers)), mode=mode)
 
 
 def post(url, body, via=httpx2, **headers):
@@ -296,3 +296,28 @@ def test_tls_files_that_cannot_serve_are_refused_at_start(home, tmp_path):
         [BIN, "--home", str(home), "mcp", "--http", "0.0.0.0:0"], capture_output=True, text=True, env=server_env(home), timeout=30,
     )
     assert out.returncode == 2 and "--tls-cert" in out.stderr and "--insecure-http" in out.stderr, out.stderr
+
+
+async def test_an_event_whose_answer_was_lost_goes_to_the_next_wait(home, server):
+    """A client that goes away while its wait is under way loses nothing: the event that wait
+    took is put back when its answer cannot be sent, and the token's next wait gets it."""
+    secret = token(home, "lead")
+    headers = session(server, authorization=f"Bearer {secret}")
+    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    gone = socket.create_connection(("127.0.0.1", port))
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    gone.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Content-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode() + call
+    )
+    gone.settimeout(30)
+    assert gone.recv(4096).startswith(b"HTTP/1.1 200"), "the wait is under way"
+    gone.close()
+    subprocess.run([BIN, "--home", str(home), "notify", "--session", "lead", "are you there?"],
+                   check=True, env=server_env(home), capture_output=True)
+    async with client(server, secret) as c:
+        got = await c.call_tool("wait_for_event", {"timeout_secs": 30})
+        assert got.structured_content["type"] == "message", got.content[0].text
+        assert got.structured_content["text"] == "are you there?"

@@ -36,7 +36,7 @@ fn what_a_holder_holds_is_delivered_once_confirmed_and_waits_again_once_released
     assert_eq!(take(&store, "s", &[], "one"), Some(1));
     assert_eq!(take(&store, "s", &[], "two"), Some(2));
     assert_eq!(log.confirm("one", None).unwrap(), 1);
-    assert_eq!(log.release("two").unwrap(), 1);
+    assert_eq!(log.release("two", None).unwrap(), 1);
     // Released: the next waiter gets 2 before 3; confirmed: 1 never again.
     assert_eq!(take(&store, "s", &[], "three"), Some(2));
     // Held by a live holder: left alone; by one found dead: taken over, oldest first.
