@@ -49,12 +49,14 @@ fn a_claude_loop_is_halted_over_budget_by_its_cost_and_by_its_turns() {
         let (task, v, cli) = by_cost.join().unwrap();
         let u = &v["usage"];
         // $0.0195 a call while it runs (its output counted as 1 token until the call ends): the
-        // third call passes $0.05, and the halt comes before a fifth.
+        // third call passes $0.05. On a quiet machine the halt comes before a fifth (3 or 4
+        // turns); the fake model answers at once, so on a loaded one the loop may run a few
+        // calls more before the supervisor reads its log: the upper bounds are hang guards.
         let turns = u["turns"].as_u64().unwrap_or_else(|| panic!("no turns: {v}"));
         eprintln!("--budget-usd 0.05: halted at {turns} turns, {}", v["note"]);
-        assert!((3..=4).contains(&turns), "{v}");
+        assert!((3..=12).contains(&turns), "{v}");
         let cost = u["cost_usd"].as_f64().unwrap();
-        assert!(cost > 0.05 && cost < 0.05 + 2.0 * 0.0201, "{u}");
+        assert!(cost > 0.05 && cost < 0.0201 * turns as f64, "{u}");
         // Killed before its result event: agentctl's estimate at Claude Code's price.
         assert_eq!(u["cost_estimated"], true, "{u}");
         assert_eq!(u["input_tokens"].as_u64(), Some(3900 * turns), "{u}");
@@ -66,9 +68,17 @@ fn a_claude_loop_is_halted_over_budget_by_its_cost_and_by_its_turns() {
         let (task, v, cli) = by_turns.join().unwrap();
         let turns = v["usage"]["turns"].as_u64().unwrap_or_else(|| panic!("no turns: {v}"));
         eprintln!("--budget-turns 3: halted at {turns} turns, {}", v["note"]);
-        // The fourth call's first event is what passes 3 turns.
-        assert_eq!(turns, 4, "{v}");
-        assert!(v["note"].as_str().unwrap().contains("4 turns passed its budget of 3 by 1"), "{v}");
+        // The fourth call's first event is what passes 3 turns (a loaded machine may see a
+        // later one first, as above).
+        assert!((4..=12).contains(&turns), "{v}");
+        // What the supervisor had read when it halted the task: at most what the task did.
+        let note = v["note"].as_str().unwrap();
+        let seen: u64 = note
+            .strip_prefix("over budget: ")
+            .and_then(|n| n.split_once(" turns passed its budget of 3 by "))
+            .and_then(|(n, by)| (by.parse::<u64>().ok()? + 3 == n.parse::<u64>().ok()?).then(|| n.parse().ok())?)
+            .unwrap_or_else(|| panic!("{note}"));
+        assert!((4..=turns).contains(&seen), "{v}");
         assert_eq!(v["summary"], "Still checking.", "the partial answer: {v}");
         assert_all_gone(&task, &cli);
     });
