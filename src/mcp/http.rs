@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -210,7 +210,7 @@ async fn mcp(State(h): State<Arc<Http>>, req: Request) -> Response {
     };
     let response = answer(&h, req, &mut log).await;
     log.status = response.status().as_u16();
-    Sent { _counted: counted, log, whole: Arc::default() }.with(response)
+    Sent { _counted: counted, log, whole: false }.with(response)
 }
 
 /// What the request log says of a request, in one line once its answer is sent.
@@ -232,25 +232,21 @@ struct Sent {
     _counted: Option<InFlight>,
     log: Log,
     /// Whether the whole body was written.
-    whole: Arc<AtomicBool>,
+    whole: bool,
 }
 
 impl Sent {
+    /// `response`, this kept until its body is written (then `whole`) or dropped.
     fn with(self, response: Response) -> Response {
         let (parts, body) = response.into_parts();
-        let whole = self.whole.clone();
+        // Reached only once the body's every chunk was taken; dropped unreached otherwise.
         let end = futures_util::stream::once(async move {
-            whole.store(true, Ordering::SeqCst);
+            let mut sent = self;
+            sent.whole = true;
+            drop(sent);
             None
         });
-        let body = body
-            .into_data_stream()
-            .map(move |chunk| {
-                let _held = &self;
-                Some(chunk)
-            })
-            .chain(end)
-            .filter_map(std::future::ready);
+        let body = body.into_data_stream().map(Some).chain(end).filter_map(std::future::ready);
         Response::from_parts(parts, Body::from_stream(body))
     }
 }
@@ -258,7 +254,7 @@ impl Sent {
 impl Drop for Sent {
     fn drop(&mut self) {
         if let Some(delivery) = &self.log.delivery {
-            delivery.done(self.whole.load(Ordering::SeqCst));
+            delivery.done(self.whole);
         }
         let l = &self.log;
         let ms = l.started.elapsed().as_secs_f64() * 1000.0;

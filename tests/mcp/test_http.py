@@ -321,3 +321,75 @@ async def test_an_event_whose_answer_was_lost_goes_to_the_next_wait(home, server
         got = await c.call_tool("wait_for_event", {"timeout_secs": 30})
         assert got.structured_content["type"] == "message", got.content[0].text
         assert got.structured_content["text"] == "are you there?"
+        again = await c.call_tool("wait_for_event", {"timeout_secs": 0.3})
+        assert again.structured_content["type"] == "timeout", "delivered once, not twice"
+
+
+def wait_until_sync(what, cond, limit=30.0):
+    """Poll `cond` until it holds; the limit is a hang guard."""
+    end = time.monotonic() + limit
+    while not cond():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def stateless(url, secret, method, params, id=1):
+    """One request of protocol 2026-07-28 (no session; the metadata in each request), by hand:
+    its answer."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
+            "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    headers = {"authorization": f"Bearer {secret}", "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+    if "name" in params or "taskId" in params:
+        headers["mcp-name"] = params.get("name") or params["taskId"]
+    r = post(url, {"jsonrpc": "2.0", "id": id, "method": method, "params": dict(params, _meta=meta)}, **headers)
+    data = [line[6:] for line in r.text.splitlines() if line.startswith("data: {")]
+    return json.loads(data[-1] if data else r.text)
+
+
+def test_a_killed_server_loses_nothing_its_successor_does_not_give_back(home, server, tmp_path):
+    secret = token(home, "lead")
+    created = stateless(server, secret, "tools/call", {"name": "run", "arguments": {"command": [FAKE, "sleep", "2", "finished while down"]}})
+    assert created["result"]["resultType"] == "task", created
+    # A wait under way when the server dies.
+    headers = session(server, authorization=f"Bearer {secret}")
+    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    waiting = socket.create_connection(("127.0.0.1", port))
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    waiting.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Content-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode() + call
+    )
+    waiting.settimeout(30)
+    assert waiting.recv(4096).startswith(b"HTTP/1.1 200"), "the wait is under way"
+    server.proc.kill()
+    server.proc.wait()
+    waiting.close()
+    # Its task ends while no server runs; a message comes too.
+    tok = created["result"]["statusMessage"].split()[2]
+    wait_until_sync("the task to end", lambda: record(home, tok)["ended"] is not None)
+    subprocess.run([BIN, "--home", str(home), "notify", "--session", "lead", "while you were down"],
+                   check=True, env=server_env(home), capture_output=True)
+    with open(tmp_path / "again.err", "w") as err:
+        again = subprocess.Popen([BIN, "--home", str(home), "mcp", "--http", "127.0.0.1:0"], stderr=err, env=server_env(home))
+    try:
+        end = time.monotonic() + 30
+        while not (m := re.search(r"serving MCP at (http://\S+)", (tmp_path / "again.err").read_text())):
+            assert time.monotonic() < end and again.poll() is None
+            time.sleep(0.01)
+        url = m.group(1)
+        done = stateless(url, secret, "tasks/get", {"taskId": created["result"]["taskId"]})
+        assert done["result"]["status"] == "completed", done
+        assert "finished while down" in done["result"]["result"]["content"][0]["text"], done
+        got = set()
+        for _ in range(2):
+            e = stateless(url, secret, "tools/call", {"name": "wait_for_event", "arguments": {"timeout_secs": 10}})
+            got.add(e["result"]["structuredContent"]["type"])
+        assert got == {"task_finished", "message"}, got
+        once = stateless(url, secret, "tools/call", {"name": "wait_for_event", "arguments": {"timeout_secs": 0.3}})
+        assert once["result"]["structuredContent"]["type"] == "timeout", once
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(timeout=60) == 0
