@@ -203,7 +203,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 Watched::Done(event) => deliver(&store, &holder, out.event(&event)),
                 Watched::Interrupted => {
                     // Whatever it took is for the next waiter.
-                    ops::undelivered(&store, &holder)?;
+                    ops::undelivered(&store, &holder, None)?;
                     Ok(out.interrupted(&[]))
                 }
             }
@@ -344,7 +344,7 @@ fn deliver(store: &Store, holder: &ops::Holder, printed: std::io::Result<ExitCod
             Ok(code)
         }
         Err(e) => {
-            ops::undelivered(store, holder)?;
+            ops::undelivered(store, holder, None)?;
             Err(e).ctx(|| "cannot write to stdout".into())
         }
     }

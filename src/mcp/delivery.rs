@@ -69,7 +69,7 @@ impl Delivery {
     fn settle(&self, seq: u64, sent: bool) {
         let done = match sent {
             true => ops::delivered(&self.store, &self.holder, Some(seq)),
-            false => ops::undelivered_one(&self.store, &self.holder, seq),
+            false => ops::undelivered(&self.store, &self.holder, Some(seq)),
         };
         if let Err(e) = done {
             eprintln!("agentctl mcp: event {seq}: {}", e.message(crate::error::Frontend::Mcp));

@@ -133,7 +133,7 @@ pub async fn serve_http(store: Store, options: Options, http: HttpOptions) -> Re
     let clients: Vec<Arc<Connection>> = state.clients().values().map(|c| c.conn.clone()).collect();
     for conn in clients {
         conn.halted().await;
-        ops::undelivered(&store, &conn.holder)?;
+        ops::undelivered(&store, &conn.holder, None)?;
     }
     store.checkpoint();
     Ok(())

@@ -197,7 +197,7 @@ pub async fn serve(store: Store, options: Options) -> Result<()> {
     // A task the client cancelled is not left half-halted.
     conn.halted().await;
     // The events its last waits were handed may never have arrived: they go to the next waiter.
-    ops::undelivered(&store, &conn.holder)?;
+    ops::undelivered(&store, &conn.holder, None)?;
     // Here, not as the last handle on the store goes: the poster's thread may hold that one as
     // the process exits.
     store.checkpoint();

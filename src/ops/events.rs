@@ -117,14 +117,10 @@ pub fn delivered(store: &Store, holder: &Holder, seq: Option<u64>) -> Result<usi
     store.events().confirm(holder.as_str(), seq)
 }
 
-/// The events `holder` was handed never reached their caller: the next waiter gets them.
-pub fn undelivered(store: &Store, holder: &Holder) -> Result<usize> {
-    store.events().release(holder.as_str(), None)
-}
-
-/// Event `seq`, handed to `holder`, never reached its caller: the next waiter gets it.
-pub fn undelivered_one(store: &Store, holder: &Holder, seq: u64) -> Result<usize> {
-    store.events().release(holder.as_str(), Some(seq))
+/// The events `holder` was handed (or only event `seq` of them) never reached their caller:
+/// the next waiter gets them.
+pub fn undelivered(store: &Store, holder: &Holder, seq: Option<u64>) -> Result<usize> {
+    store.events().release(holder.as_str(), seq)
 }
 
 /// The longest message or question an event carries.

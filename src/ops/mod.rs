@@ -40,7 +40,7 @@ pub use capacity::{PoolCapacity, PoolSpend, capacity};
 pub use converse::{Asked, Sent, all_pending, ask_lead, inbox, reply, send};
 pub use events::{
     Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notice, notify, read_events,
-    session_of, undelivered, undelivered_one, wait_event, worded,
+    session_of, undelivered, wait_event, worded,
 };
 pub use follow::start;
 pub use hook::run_detached as run_hook;
