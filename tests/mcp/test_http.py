@@ -72,6 +72,23 @@ def post(url, body, via=httpx2, **headers):
     return via.post(url, content=body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers)
 
 
+def wait_under_way(url, headers):
+    """A `wait_for_event` sent by hand on a socket of its own, once the server has begun to
+    answer it (its stream's headers came): the socket."""
+    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    sock = socket.create_connection(("127.0.0.1", port))
+    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+    sock.sendall(
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Content-Type: application/json\r\n"
+        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode() + call
+    )
+    sock.settimeout(30)
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200"), "the wait is under way"
+    return sock
+
+
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
 
@@ -303,17 +320,7 @@ async def test_an_event_whose_answer_was_lost_goes_to_the_next_wait(home, server
     took is put back when its answer cannot be sent, and the token's next wait gets it."""
     secret = token(home, "lead")
     headers = session(server, authorization=f"Bearer {secret}")
-    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
-    port = int(server.rsplit(":", 1)[1].split("/")[0])
-    gone = socket.create_connection(("127.0.0.1", port))
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    gone.sendall(
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Content-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode() + call
-    )
-    gone.settimeout(30)
-    assert gone.recv(4096).startswith(b"HTTP/1.1 200"), "the wait is under way"
+    gone = wait_under_way(server, headers)
     gone.close()
     subprocess.run([BIN, "--home", str(home), "notify", "--session", "lead", "are you there?"],
                    check=True, env=server_env(home), capture_output=True)
@@ -353,17 +360,7 @@ def test_a_killed_server_loses_nothing_its_successor_does_not_give_back(home, se
     assert created["result"]["resultType"] == "task", created
     # A wait under way when the server dies.
     headers = session(server, authorization=f"Bearer {secret}")
-    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
-    port = int(server.rsplit(":", 1)[1].split("/")[0])
-    waiting = socket.create_connection(("127.0.0.1", port))
-    head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-    waiting.sendall(
-        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Content-Type: application/json\r\n"
-        f"Accept: application/json, text/event-stream\r\nContent-Length: {len(call)}\r\n\r\n".encode() + call
-    )
-    waiting.settimeout(30)
-    assert waiting.recv(4096).startswith(b"HTTP/1.1 200"), "the wait is under way"
+    waiting = wait_under_way(server, headers)
     server.proc.kill()
     server.proc.wait()
     waiting.close()
