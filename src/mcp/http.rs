@@ -26,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::delivery::Delivery;
 use super::http_auth::{self, Call, ENDPOINT, METADATA};
+use super::http_early;
 use super::server::{AgentctlServer, Connection, Options, stop_signal};
 use crate::error::{Error, Result};
 use crate::ops::{self, Identity};
@@ -318,8 +319,22 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     let delivery = Arc::new(Delivery::new(h.store.clone(), client.conn.holder.clone()));
     parts.extensions.insert(delivery.clone());
     log.delivery = Some(delivery);
-    let response = client.service.handle(Request::from_parts(parts, Body::from(bytes))).await.map(Body::new);
-    as_rpc_error(response, &call).await
+    let ending = parts.method == axum::http::Method::DELETE;
+    let posted = parts.method == axum::http::Method::POST;
+    let served = async move {
+        let mut response = client.service.handle(Request::from_parts(parts, Body::from(bytes))).await.map(Body::new);
+        if ending && response.status() == StatusCode::ACCEPTED {
+            // A session's end, done: rmcp says 202, where clients look for 200 or 204 (the
+            // Python SDK warns "Session termination failed: 202").
+            *response.status_mut() = StatusCode::NO_CONTENT;
+            *response.body_mut() = Body::empty();
+        }
+        as_rpc_error(response, &call).await
+    };
+    match posted {
+        true => http_early::begun(served).await,
+        false => served.await,
+    }
 }
 
 /// A refusal of the MCP service in plain text (no session, a session unknown, a header

@@ -8,6 +8,7 @@ mod event_tools;
 mod gate;
 mod http;
 mod http_auth;
+mod http_early;
 mod http_listen;
 mod limits;
 mod native;

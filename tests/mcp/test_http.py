@@ -72,11 +72,11 @@ def post(url, body, via=httpx2, **headers):
     return via.post(url, content=body if isinstance(body, (bytes, str)) else json.dumps(body), headers=headers)
 
 
-def wait_under_way(url, headers):
-    """A `wait_for_event` sent by hand on a socket of its own, once the server has begun to
-    answer it (its stream's headers came): the socket."""
-    call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                       "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
+def wait_under_way(url, headers, call=None):
+    """A `wait_for_event` (or the request `call`) sent by hand on a socket of its own, once the
+    server has begun to answer it (its stream's headers came): the socket."""
+    call = call or json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                               "params": {"name": "wait_for_event", "arguments": {"timeout_secs": 30}}}).encode()
     port = int(url.rsplit(":", 1)[1].split("/")[0])
     sock = socket.create_connection(("127.0.0.1", port))
     head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
@@ -134,6 +134,15 @@ async def test_each_token_is_a_client_of_its_own(home, server):
         assert got.structured_content["token"] == tok
         other = await b.call_tool("wait_for_event", {"timeout_secs": 0.3})
         assert other.structured_content["type"] == "timeout", other.content[0].text
+
+
+def test_a_session_ends_with_delete(home, server):
+    headers = session(server, authorization=f"Bearer {token(home, 'lead')}")
+    assert post(server, LIST, **headers).status_code == 200
+    ended = httpx2.delete(server, headers=headers)
+    assert ended.status_code == 204, ended.text
+    gone = post(server, LIST, **headers)
+    assert gone.status_code == 404 and "error" in gone.json(), gone.text
 
 
 async def test_without_a_valid_token_nothing_is_served(home, server):
@@ -247,6 +256,31 @@ async def test_a_stop_answers_the_calls_under_way_and_leaves_tasks_running(home,
     subprocess.run([BIN, "--home", str(home), "halt", tok, "--grace", "0.1s"], env=server_env(home), capture_output=True)
 
 
+async def test_many_clients_each_get_their_own_tasks_end(home, server):
+    """40 clients of 8 tokens, each awaiting a task of its own at once: every await comes back
+    with its own task, completed, and a client that calls meanwhile is answered."""
+    secrets = [token(home, f"lead{i}") for i in range(8)]
+    async with client(server, secrets[0]) as starter:
+        tokens = []
+        for i in range(40):
+            r = await starter.call_tool("run", {"command": [FAKE, "sleep", "2", f"answer {i}"], "async": True})
+            tokens.append(r.structured_content["token"])
+        got = {}
+
+        async def awaiting(i):
+            async with client(server, secrets[i % 8]) as c:
+                got[i] = (await c.call_tool("await", {"token": tokens[i], "timeout_secs": 50})).structured_content
+
+        async with anyio.create_task_group() as clients:
+            for i in range(40):
+                clients.start_soon(awaiting, i)
+            listed = await starter.call_tool("list", {"limit": 5})
+            assert not listed.is_error, listed.content[0].text
+    assert sorted(got) == list(range(40))
+    for i, answer in got.items():
+        assert (answer["token"], answer["status"], answer["summary"]) == (tokens[i], "completed", f"answer {i}"), answer
+
+
 def test_slow_clients_hold_up_nobody(home, server):
     """100 connections that send their headers a byte at a time beside a client that calls:
     its calls are answered as they come (the bound is a hang guard, not a timing claim)."""
@@ -315,12 +349,16 @@ def test_tls_files_that_cannot_serve_are_refused_at_start(home, tmp_path):
     assert out.returncode == 2 and "--tls-cert" in out.stderr and "--insecure-http" in out.stderr, out.stderr
 
 
-async def test_an_event_whose_answer_was_lost_goes_to_the_next_wait(home, server):
+@pytest.mark.parametrize("protocol", ["2025-11-25", "2026-07-28"])
+async def test_an_event_whose_answer_was_lost_goes_to_the_next_wait(home, server, protocol):
     """A client that goes away while its wait is under way loses nothing: the event that wait
     took is put back when its answer cannot be sent, and the token's next wait gets it."""
     secret = token(home, "lead")
-    headers = session(server, authorization=f"Bearer {secret}")
-    gone = wait_under_way(server, headers)
+    if protocol == "2025-11-25":
+        gone = wait_under_way(server, session(server, authorization=f"Bearer {secret}"))
+    else:
+        call, headers = stateless_request(secret, "tools/call", {"name": "wait_for_event", "arguments": {"timeout_secs": 30}})
+        gone = wait_under_way(server, headers, call)
     gone.close()
     subprocess.run([BIN, "--home", str(home), "notify", "--session", "lead", "are you there?"],
                    check=True, env=server_env(home), capture_output=True)
@@ -340,18 +378,51 @@ def wait_until_sync(what, cond, limit=30.0):
         time.sleep(0.01)
 
 
-def stateless(url, secret, method, params, id=1):
-    """One request of protocol 2026-07-28 (no session; the metadata in each request), by hand:
-    its answer."""
+def stateless_request(secret, method, params, id=1):
+    """A request of protocol 2026-07-28 (no session; the metadata in each request): its body
+    and the headers it needs."""
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"},
             "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
     headers = {"authorization": f"Bearer {secret}", "mcp-protocol-version": "2026-07-28", "mcp-method": method}
     if "name" in params or "taskId" in params:
         headers["mcp-name"] = params.get("name") or params["taskId"]
-    r = post(url, {"jsonrpc": "2.0", "id": id, "method": method, "params": dict(params, _meta=meta)}, **headers)
+    body = json.dumps({"jsonrpc": "2.0", "id": id, "method": method, "params": dict(params, _meta=meta)})
+    return body.encode(), headers
+
+
+def stateless(url, secret, method, params, id=1):
+    """One request of protocol 2026-07-28, by hand: its answer."""
+    body, headers = stateless_request(secret, method, params, id)
+    r = post(url, body, **headers)
     data = [line[6:] for line in r.text.splitlines() if line.startswith("data: {")]
     return json.loads(data[-1] if data else r.text)
+
+
+async def test_a_quiet_wait_begins_its_stream_and_keeps_it_alive(home, server):
+    """A wait of protocol 2026-07-28 whose client sent no progress token has nothing to say
+    before its result: the server begins the event stream anyway and comments on it while it
+    waits, so that no proxy takes the connection for idle; the result then comes on it."""
+    secret = token(home, "lead")
+    body, headers = stateless_request(secret, "tools/call", {"name": "wait_for_event", "arguments": {"timeout_secs": 8}})
+    port = int(server.rsplit(":", 1)[1].split("/")[0])
+    head = "".join(f"{k}: {v}\r\n" for k, v in dict(headers, **{"content-type": "application/json",
+                   "accept": "application/json, text/event-stream"}).items())
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.sendall(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}Connection: close\r\n"
+                     f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        sock.settimeout(60)
+        got = b""
+        while chunk := sock.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 200") and b"text/event-stream" in got, got
+    assert b"\n:\n" in got and got.index(b"\n:\n") < got.index(b"data: {"), got
+    answer = json.loads(got[got.index(b"data: {") + 6:].split(b"\n", 1)[0])
+    assert answer["result"]["structuredContent"]["type"] == "timeout", answer
+    # The SDK's client reads such a stream as any other.
+    async with client(server, secret, mode="2026-07-28") as c:
+        r = await c.call_tool("wait_for_event", {"timeout_secs": 2})
+        assert r.structured_content["type"] == "timeout", r.content[0].text
 
 
 def test_a_killed_server_loses_nothing_its_successor_does_not_give_back(home, server, tmp_path):
