@@ -293,6 +293,7 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
         }
     }
     let (mut parts, body) = req.into_parts();
+    resume_after(&mut parts.headers);
     let bytes = match tokio::time::timeout(BODY_TIME, axum::body::to_bytes(body, MAX_BODY)).await {
         Ok(Ok(b)) => b,
         Ok(Err(_)) => {
@@ -334,6 +335,21 @@ async fn answer(h: &Http, req: Request, log: &mut Log) -> Response {
     match posted {
         true => http_early::begun(served).await,
         false => served.await,
+    }
+}
+
+/// A stream resumed from `Last-Event-ID: N/R` must go on after event N, but rmcp's session
+/// replays from N itself, so the client would get N twice: ask it for N + 1 onwards.
+fn resume_after(headers: &mut axum::http::HeaderMap) {
+    let Some(id) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) else { return };
+    let (index, rest) = id.split_once('/').map_or((id, None), |(i, r)| (i, Some(r)));
+    let Ok(index) = index.parse::<usize>() else { return };
+    let next = match rest {
+        Some(request) => format!("{}/{request}", index.saturating_add(1)),
+        None => index.saturating_add(1).to_string(),
+    };
+    if let Ok(value) = axum::http::HeaderValue::from_str(&next) {
+        headers.insert("last-event-id", value);
     }
 }
 

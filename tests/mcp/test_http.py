@@ -145,6 +145,46 @@ def test_a_session_ends_with_delete(home, server):
     assert gone.status_code == 404 and "error" in gone.json(), gone.text
 
 
+def sse_ids(text):
+    """The ids of the events in an event stream's text, in order."""
+    return [line[4:] for line in text.splitlines() if line.startswith("id: ")]
+
+
+def test_a_resumed_stream_goes_on_after_the_last_event_the_client_had(home, server):
+    """A client whose stream broke while its call was under way asks for what came after the
+    last event it had (`Last-Event-ID`): it gets the events after that one, not that one again."""
+    auth = {"authorization": f"Bearer {token(home, 'lead')}"}
+    headers = session(server, **auth)
+    started = post(server, {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "run", "arguments": {"command": [FAKE, "sleep", "60"], "async": True}}}, **headers)
+    tok = json.loads(started.text[started.text.index("data: {") + 6:].split("\n", 1)[0])["result"]["structuredContent"]["token"]
+    try:
+        # An await that reports progress; its stream breaks after the first progress event.
+        call = json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "await", "arguments": {"token": tok, "timeout_secs": 20}, "_meta": {"progressToken": 1}}}).encode()
+        sock = wait_under_way(server, headers, call)
+        got = b""
+        while len(sse_ids(got.decode())) < 2:
+            got += sock.recv(65536)
+        # The client gives up on the call (as the Python SDK does at its read timeout), then
+        # resumes the stream from the last event it had.
+        post(server, {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}, **headers)
+        sock.close()
+        had = sse_ids(got.decode())[1]
+        resumed = []
+        with contextlib.suppress(httpx2.ReadTimeout), httpx2.stream(
+            "GET", server, headers=dict(headers, **{"last-event-id": had, "accept": "text/event-stream"}),
+            timeout=httpx2.Timeout(30, read=3),
+        ) as again:
+            assert again.status_code == 200
+            for line in again.iter_lines():
+                if line.startswith("id: "):
+                    resumed.append(line[4:])
+        assert had not in resumed, (had, resumed)
+    finally:
+        subprocess.run([BIN, "--home", str(home), "halt", tok, "--grace", "0.1s"], env=server_env(home), capture_output=True)
+
+
 async def test_without_a_valid_token_nothing_is_served(home, server):
     revoked = token(home, "gone")
     subprocess.run([BIN, "--home", str(home), "token", "revoke", "gone"], check=True, env=server_env(home))
