@@ -4,6 +4,7 @@
 
 mod builtin;
 mod check;
+mod sandboxes;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -13,10 +14,12 @@ use serde::Deserialize;
 use crate::agent::{AgentKind, Prices};
 use crate::error::{Error, Result};
 use crate::task::{
-    BackendKind, Budget, Bytes, HOOK_LIMIT, Hook, Limits, Role, SlurmSettings, Spend, Template, parse_duration,
+    BackendKind, Budget, Bytes, HOOK_LIMIT, Hook, Limits, Role, SandboxChoice, SandboxSettings, SlurmSettings, Spend,
+    Template, parse_duration,
 };
 
 pub use builtin::KINDS as BUILTIN_KINDS;
+pub use sandboxes::NO_SANDBOX;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,6 +37,11 @@ struct AgentsFile {
     hooks: Hooks,
     /// The memory that must be available for a task of any pool to start, unless its pool says.
     min_available_memory: Option<Bytes>,
+    /// `[sandboxes.NAME]`: sandbox profiles, by name.
+    #[serde(default)]
+    sandboxes: BTreeMap<String, SandboxSettings>,
+    /// The sandbox of every task whose template and pool choose none.
+    sandbox: Option<SandboxChoice>,
 }
 
 /// `[hooks]`: the home's `on_end` command, and how long any hook may run.
@@ -67,6 +75,8 @@ pub struct PoolSettings {
     /// The memory that must be available (on the machine, or in agentctl's cgroup) for one of
     /// its tasks to start; below it, they wait.
     pub min_available_memory: Option<Bytes>,
+    /// The sandbox of its tasks whose template chooses none.
+    pub sandbox: Option<SandboxChoice>,
 }
 
 fn default_parallel() -> u32 {

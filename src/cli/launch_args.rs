@@ -56,6 +56,9 @@ pub struct LaunchArgs {
     /// With --after: start it whatever they ended as
     #[arg(long, requires = "after")]
     pub after_any_end: bool,
+    /// Run it in this sandbox ([sandboxes.NAME] in agents.toml; `none`: none) [default: the role's, else its pool's, else the file's]
+    #[arg(long, value_name = "NAME")]
+    pub sandbox: Option<String>,
 }
 
 #[derive(Debug, Args)]

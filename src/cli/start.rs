@@ -86,6 +86,7 @@ pub(super) fn launch_request(role: &str, what: What, w: &WaitArgs, l: &LaunchArg
         from: None,
         after: l.after.iter().map(|t| Token::parse(t.trim())).collect::<Result<_>>()?,
         after_any_end: l.after_any_end,
+        sandbox: l.sandbox.clone(),
     })
 }
 

@@ -34,7 +34,7 @@ pub struct LaunchOptions {
     pub cwd: Option<String>,
     /// Halt it (`expired`) after N s.
     pub timeout_secs: Option<f64>,
-    /// Session told of its end (default: yours).
+    /// Session told of its end.
     pub session: Option<String>,
     #[serde(default)]
     #[schemars(schema_with = "budget_schema")]
@@ -45,25 +45,27 @@ pub struct LaunchOptions {
     /// …or once each ended.
     #[serde(default)]
     pub after_any_end: bool,
+    /// Sandbox profile.
+    pub sandbox: Option<String>,
 }
 
 /// A budget's schema, short: every client reads it, and a model pays for each byte.
 fn budget_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
-        "description": "Spend limit: halted `over_budget` past it.",
+        "description": "Spend limit (halts `over_budget`).",
         "properties": {"usd": {"type": "number"}, "tokens": {"type": "integer"}, "turns": {"type": "integer"}}
     })
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct AskParams {
-    /// e.g. `reviewer` (agents.toml says what runs it).
+    /// e.g. `reviewer` (see agents.toml).
     #[serde(default)]
     pub role: Option<String>,
     /// The task for the agent.
     pub question: String,
-    /// An ended task to follow up, instead of a role.
+    /// An ended task to follow up.
     #[serde(default, deserialize_with = "some_token_text")]
     pub to: Option<String>,
     #[serde(default)]
@@ -74,9 +76,9 @@ pub struct AskParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 pub struct RunParams {
-    /// Program and arguments: ["make", "test"].
+    /// Program and arguments.
     pub command: Vec<String>,
-    /// Role to file it under (default `run`).
+    /// Role to file it under.
     pub role: Option<String>,
     #[serde(flatten)]
     pub options: LaunchOptions,
@@ -285,6 +287,7 @@ impl LaunchOptions {
             from: None,
             after: self.after.iter().map(|t| Token::parse(t)).collect::<Result<_>>()?,
             after_any_end: self.after_any_end,
+            sandbox: self.sandbox,
         };
         Ok(LaunchRequest { launch, capped })
     }

@@ -16,7 +16,7 @@ use crate::task::duration_from_secs;
 /// Kept small: every client reads the tool list (`by` is checked when called, not by an enum).
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 pub struct UsageParams {
-    /// Only tasks ended in the last N s (and running ones).
+    /// Tasks ended in the last N s, and running ones.
     pub since_secs: Option<f64>,
     /// Group by role, pool, session or agent.
     pub by: Option<String>,

@@ -29,6 +29,7 @@ pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     }
     let mut v = TaskView::of(store, &rec, true)?;
     v.containment = rec.containment.clone();
+    v.sandbox = store.read_spec(token).ok().and_then(|s| s.sandbox);
     v.slurm = slurm;
     if rec.status() == Status::Running
         && let Some(u) = reach::usage(rec.containment.as_ref(), store.supervisor_id(token))

@@ -67,6 +67,10 @@ pub struct TaskView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schemars(skip)]
     pub containment: Option<Containment>,
+    /// The sandbox its agent runs in (`status` only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(skip)]
+    pub sandbox: Option<crate::task::Sandbox>,
     /// How many processes it has and the memory they use, while it runs (`status` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub processes: Option<u32>,
@@ -281,6 +285,7 @@ impl TaskView {
             pool: None,
             queue_place: None,
             containment: None,
+            sandbox: None,
             processes: None,
             memory_bytes: None,
             usage,

@@ -17,6 +17,7 @@ mod pool_limit;
 mod queue;
 pub mod reach;
 mod run;
+pub mod sandbox;
 mod spawn;
 mod spend_hold;
 mod strays;

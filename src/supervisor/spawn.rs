@@ -235,10 +235,21 @@ impl Exec {
         let c = |bytes: &[u8]| {
             CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
         };
-        let program = c(spec.program.as_ref().map_or(spec.argv[0].as_bytes(), |p| p.as_os_str().as_bytes()))?;
+        let program = spec.program.clone().unwrap_or_else(|| spec.argv[0].clone().into());
+        // In its sandbox, bubblewrap runs the agent.
+        let (program, argv) = match &spec.sandbox {
+            Some(sandbox) => super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd).ok_or_else(|| {
+                io::Error::new(io::ErrorKind::NotFound, "bubblewrap (bwrap) is needed for its sandbox")
+            })?,
+            None => (program, spec.argv.clone()),
+        };
+        let program = c(program.as_os_str().as_bytes())?;
         let cwd = c(spec.cwd.as_os_str().as_bytes())?;
-        // The launcher's environment, with the task's variables on top.
-        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+        // The launcher's environment (in a sandbox, the variables it lets through), with the
+        // task's variables on top.
+        let mut env: BTreeMap<OsString, OsString> = std::env::vars_os()
+            .filter(|(k, _)| spec.sandbox.as_ref().is_none_or(|s| super::sandbox::passes(s, &k.to_string_lossy())))
+            .collect();
         if spec.worktree.is_some() {
             // Its git works on its own worktree, not whatever repository the launcher's
             // caller (a git hook, say) pointed at.
@@ -248,7 +259,7 @@ impl Exec {
         }
         backend.environment(&mut env);
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
-        let args = spec.argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
+        let args = argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env
             .into_iter()
             .map(|(k, v)| {

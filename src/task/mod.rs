@@ -12,6 +12,7 @@ mod question;
 mod record;
 mod retry;
 mod role;
+mod sandbox;
 mod spec;
 mod template;
 mod token;
@@ -31,6 +32,7 @@ pub use question::{MAX_QUESTION, Question, QuestionState, is_question_id, parse_
 pub use record::{Ended, LockNote, Started, SupervisorId, TaskRecord, one_line_preview, unix_ms};
 pub use retry::{OUTPUT_WINDOW, RetryOn, RetryPolicy};
 pub use role::Role;
+pub use sandbox::{Network, Sandbox, SandboxChoice, SandboxSettings};
 pub use spec::{PoolRef, TaskSpec};
 pub use template::{ResultFrom, Template, Vars};
 pub use token::{Token, input_preview, random_u64};

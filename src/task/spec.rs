@@ -68,6 +68,9 @@ pub struct TaskSpec {
     /// The command run once its end is recorded (`on_end`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_end: Option<super::Hook>,
+    /// The sandbox its agent runs in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<super::Sandbox>,
 }
 
 impl TaskSpec {

@@ -51,6 +51,8 @@ pub struct Template {
     pub slurm: Option<SlurmSettings>,
     /// A command run once for every end of its tasks.
     pub on_end: Option<Vec<String>>,
+    /// What its agent may touch (`[….sandbox]`, or a `[sandboxes.NAME]` profile's name).
+    pub sandbox: Option<super::SandboxChoice>,
 }
 
 /// Where a task's final answer (its summary) comes from: a template's `result` setting.

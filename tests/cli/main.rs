@@ -15,6 +15,7 @@ mod listing;
 mod load;
 mod pools;
 mod retries;
+mod sandbox;
 mod steering;
 mod survival;
 mod templates;

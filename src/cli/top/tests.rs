@@ -46,6 +46,7 @@ fn view(token: &str, role: &str, status: Status, elapsed_ms: u64, lines: u64, qu
         pool: (!status.is_final()).then(|| "default".into()),
         queue_place: None,
         containment: None,
+        sandbox: None,
         processes: None,
         memory_bytes: None,
         usage: None,

@@ -62,6 +62,9 @@ impl TaskView {
             }
             out.push_str(&format!("containment: {line}\n"));
         }
+        if let Some(s) = &self.sandbox {
+            out.push_str(&format!("sandbox: {}\n", s.line()));
+        }
         out.push_str(&self.doing());
         match (&self.summary, self.status.is_final()) {
             (Some(s), true) if !s.is_empty() => out.push_str(&format!("\n{s}\n")),

@@ -1,0 +1,116 @@
+//! Running an agent in its sandbox, with bubblewrap (`bwrap`, Debian's `bubblewrap`): a
+//! mount namespace whose root is the machine's, read-only, with the profile's `write` paths
+//! bound writable (`/tmp` too only if listed), its `hide` paths and the home emptied; a user namespace
+//! without capabilities that cannot make another (no `mount`, no `unshare`, no `ptrace` of
+//! anything outside); a PID namespace, so that it sees only its own processes; and with
+//! `network = "none"`, a network namespace with only a loopback of its own.
+//!
+//! bubblewrap rather than namespaces and Landlock set up here: hiding a directory inside a
+//! readable tree, and an empty home, need a mount namespace, which Landlock alone cannot give,
+//! and bubblewrap is the setup Flatpak and the agent CLIs' own sandboxes rely on.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::error::{Error, Result};
+use crate::task::{Network, Sandbox};
+
+/// Where bubblewrap is on `PATH`, if it is.
+fn bwrap() -> Option<PathBuf> {
+    static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
+    FOUND
+        .get_or_init(|| {
+            let path = std::env::var_os("PATH").unwrap_or_default();
+            std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())
+        })
+        .clone()
+}
+
+/// Refuse a sandbox this machine cannot give, saying what is missing: bubblewrap, or the
+/// namespaces it needs (tried once: a sandbox that cannot be made never runs the agent).
+pub fn available() -> Result<()> {
+    let Some(bwrap) = bwrap() else {
+        return Err(Error::Usage(
+            "a sandbox needs bubblewrap (`bwrap`), which is not installed: install Debian's or your \
+             distribution's `bubblewrap` package, or run the task without a sandbox (`--sandbox none`)"
+                .into(),
+        ));
+    };
+    let tried = Command::new(&bwrap)
+        .args(NAMESPACES)
+        .args(["--unshare-net", "--ro-bind", "/", "/", "--proc", "/proc", "--", "/bin/true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .map_err(|e| Error::Usage(format!("cannot run {}: {e}", bwrap.display())))?;
+    match tried.status.success() {
+        true => Ok(()),
+        false => Err(Error::Usage(format!(
+            "this machine cannot make a sandbox: {} says: {} (user namespaces may be turned off: \
+             see `sysctl user.max_user_namespaces` and kernel.unprivileged_userns_clone)",
+            bwrap.display(),
+            String::from_utf8_lossy(&tried.stderr).trim()
+        ))),
+    }
+}
+
+/// The namespaces every sandbox has, and what it may not do in them.
+const NAMESPACES: &[&str] = &[
+    "--die-with-parent",
+    "--unshare-user",
+    "--unshare-pid",
+    "--unshare-ipc",
+    "--unshare-uts",
+    "--unshare-cgroup-try",
+    "--disable-userns",
+    "--cap-drop",
+    "ALL",
+];
+
+/// The program and argv that run `program` (with `argv`'s arguments) in `sandbox`, in `cwd`.
+pub fn command(sandbox: &Sandbox, program: &Path, argv: &[String], cwd: &Path) -> Option<(PathBuf, Vec<String>)> {
+    let bwrap = bwrap()?;
+    let mut args: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
+    args.extend(NAMESPACES.iter().map(|s| s.to_string()));
+    if sandbox.network == Network::None {
+        args.push("--unshare-net".into());
+    }
+    args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
+    // Mounted shallowest first, so that a path inside another gets its own say.
+    let mut mounts: Vec<(&Path, Mount)> = vec![(sandbox.home.as_path(), Mount::Hide)];
+    mounts.extend(sandbox.write.iter().map(|p| (p.as_path(), Mount::Write)));
+    mounts.extend(sandbox.read.iter().map(|p| (p.as_path(), Mount::Read)));
+    mounts.extend(sandbox.hide.iter().map(|p| (p.as_path(), Mount::Hide)));
+    mounts.sort_by_key(|(p, _)| p.components().count());
+    for (path, how) in mounts {
+        let p = path.to_string_lossy().into_owned();
+        match how {
+            Mount::Write => args.extend(["--bind".into(), p.clone(), p]),
+            Mount::Read => args.extend(["--ro-bind".into(), p.clone(), p]),
+            Mount::Hide if path.is_dir() => args.extend(["--tmpfs".into(), p]),
+            Mount::Hide => args.extend(["--ro-bind".into(), "/dev/null".into(), p]),
+        }
+    }
+    // What it cannot see it cannot write either (once what is bound inside is in place).
+    for hidden in std::iter::once(&sandbox.home).chain(&sandbox.hide).filter(|p| p.is_dir()) {
+        args.extend(["--remount-ro".into(), hidden.to_string_lossy().into_owned()]);
+    }
+    args.extend(["--chdir".into(), cwd.to_string_lossy().into_owned(), "--".into()]);
+    args.push(program.to_string_lossy().into_owned());
+    args.extend(argv.iter().skip(1).cloned());
+    Some((bwrap, args))
+}
+
+#[derive(Clone, Copy)]
+enum Mount {
+    Write,
+    Read,
+    Hide,
+}
+
+/// Whether variable `name` reaches an agent in `sandbox` (agentctl's own always do).
+pub fn passes(sandbox: &Sandbox, name: &str) -> bool {
+    sandbox.env.as_ref().is_none_or(|keep| name.starts_with("AGENTCTL_") || keep.iter().any(|k| k == name))
+}

@@ -1,0 +1,201 @@
+//! Sandboxes (`[sandboxes.NAME]`, a template's `[….sandbox]`, `--sandbox`): the agent writes
+//! only where its profile says, cannot read what it hides, gets only the variables it lets
+//! through and the network it names, and cannot undo any of it; a sandbox this machine cannot
+//! make is refused before anything runs.
+
+use std::path::{Path, PathBuf};
+
+use crate::common::{Home, fixtures};
+
+/// A home at `<tmp>/home`, with a project, another project and a user's home beside it.
+struct Setup {
+    h: Home,
+    root: PathBuf,
+}
+
+impl Setup {
+    fn new(agents_toml: &str) -> Setup {
+        let h = Home::under("home");
+        let root = h.path().parent().unwrap().to_owned();
+        for dir in ["proj", "other", "user/.ssh"] {
+            std::fs::create_dir_all(root.join(dir)).unwrap();
+        }
+        std::fs::write(root.join("other/notes.txt"), "theirs\n").unwrap();
+        std::fs::write(root.join("user/.bashrc"), "mine\n").unwrap();
+        std::fs::write(root.join("user/.ssh/id_ed25519"), "PRIVATE KEY\n").unwrap();
+        h.init();
+        std::fs::write(h.path().join("agents.toml"), agents_toml).unwrap();
+        Setup { h, root }
+    }
+
+    fn at(&self, p: &str) -> PathBuf {
+        self.root.join(p)
+    }
+
+    /// agentctl run in the project, as the user of `user/`, with `args`; asserts exit `code`.
+    fn run(&self, args: &[&str], code: i32) -> crate::common::Run {
+        let mut cmd = self.h.cmd();
+        cmd.current_dir(self.at("proj")).env("HOME", self.at("user")).env("SECRET_VAR", "do not pass");
+        crate::common::check(args, cmd.args(args).output().unwrap(), code)
+    }
+
+    /// The output of a sandboxed `sh -c script`, its task completed.
+    fn sandboxed(&self, profile: &str, script: &str) -> (String, serde_json::Value) {
+        let args = ["--json", "run", "--sync", "--sandbox", profile, "--", "sh", "-c", script];
+        let v = self.run(&args, 0).json();
+        let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+        (log, v)
+    }
+}
+
+const FENCED: &str = r#"
+[sandboxes.fenced]
+write = ["{cwd}"]
+hide = ["~/.ssh"]
+network = "none"
+env = ["PATH", "HOME"]
+"#;
+
+fn unchanged(path: &Path, was: &str) {
+    assert_eq!(std::fs::read_to_string(path).unwrap(), was, "{} changed", path.display());
+}
+
+#[test]
+fn the_agent_writes_only_in_its_directory_and_the_users_files_stay_as_they_were() {
+    let s = Setup::new(FENCED);
+    let other = s.at("other");
+    let script = format!(
+        "echo made > made.txt && echo wrote-cwd
+         echo x >> ~/.bashrc || echo refused-bashrc
+         echo x > /etc/agentctl-sandbox-test || echo refused-etc
+         echo x > {other}/notes.txt || echo refused-other
+         ln -s {other}/notes.txt link && echo x > link || echo refused-symlink
+         cat ~/.ssh/id_ed25519 || echo refused-ssh
+         env | cut -d= -f1 | sort | tr '\\n' ' '",
+        other = other.display()
+    );
+    let (log, v) = s.sandboxed("fenced", &script);
+    for says in ["wrote-cwd", "refused-bashrc", "refused-etc", "refused-other", "refused-symlink", "refused-ssh"] {
+        assert!(log.contains(says), "{says} missing: {log}");
+    }
+    assert!(!log.contains("PRIVATE KEY"), "{log}");
+    assert_eq!(std::fs::read_to_string(s.at("proj/made.txt")).unwrap(), "made\n");
+    unchanged(&s.at("user/.bashrc"), "mine\n");
+    unchanged(&s.at("other/notes.txt"), "theirs\n");
+    assert!(!Path::new("/etc/agentctl-sandbox-test").exists());
+    // Only the listed variables, and agentctl's own.
+    let names = log.lines().last().unwrap();
+    assert!(names.contains("HOME") && names.contains("PATH") && names.contains("AGENTCTL_TOKEN"), "{names}");
+    assert!(!names.contains("SECRET_VAR"), "{names}");
+    // `status` says which sandbox it ran in.
+    let token = v["token"].as_str().unwrap();
+    let st = s.run(&["status", token], 0).stdout;
+    assert!(st.contains("sandbox: fenced (writes ") && st.contains("network none"), "{st}");
+    let st = s.run(&["--json", "status", token], 0).json();
+    assert_eq!(st["sandbox"]["name"], "fenced", "{st}");
+    assert_eq!(st["sandbox"]["write"], serde_json::json!([s.at("proj")]), "{st}");
+}
+
+#[test]
+fn it_cannot_undo_its_sandbox_nor_reach_the_home() {
+    let s = Setup::new(FENCED);
+    let home = s.h.path().display().to_string();
+    let db_before = std::fs::read(s.h.path().join("agentctl.db")).unwrap();
+    let script = format!(
+        "unshare -U true || echo refused-userns
+         unshare -m true || echo refused-unshare
+         mount -t tmpfs none /mnt || echo refused-mount
+         test -e {home}/agentctl.db || echo no-database
+         echo x > {home}/agentctl.db || echo refused-database
+         ls /proc | grep -c '^[0-9]'"
+    );
+    let (log, _) = s.sandboxed("fenced", &script);
+    for says in ["refused-userns", "refused-unshare", "refused-mount", "no-database", "refused-database"] {
+        assert!(log.contains(says), "{says} missing: {log}");
+    }
+    // It sees its own processes only (the supervisor is not one it can name, let alone trace).
+    let seen: u32 = log.lines().last().unwrap().trim().parse().unwrap();
+    assert!(seen < 10, "{seen} processes visible: {log}");
+    assert_eq!(std::fs::read(s.h.path().join("agentctl.db")).unwrap().len(), db_before.len());
+}
+
+#[test]
+fn network_none_leaves_only_its_own_loopback_and_host_leaves_the_machines() {
+    let toml = format!("{FENCED}\n[sandboxes.online]\nwrite = [\"{{cwd}}\"]\nnetwork = \"host\"\n");
+    let s = Setup::new(&toml);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let probe = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected || echo no-connection");
+    let (log, _) = s.sandboxed("fenced", &probe);
+    assert!(log.contains("no-connection") && !log.contains("connected\n"), "{log}");
+    let (log, _) = s.sandboxed("online", &probe);
+    assert!(log.contains("connected"), "{log}");
+}
+
+#[test]
+fn a_template_a_pool_or_the_file_chooses_a_sandbox_and_none_opts_out() {
+    let toml = format!(
+        "sandbox = \"fenced\"\n{FENCED}\n[agents.builder]\ncommand = [\"sh\", \"-c\", \"echo x > ~/.bashrc || echo refused-inline\"]\n\
+         [agents.builder.sandbox]\nwrite = [\"{{cwd}}\"]\n"
+    );
+    let s = Setup::new(&toml);
+    // The file's default.
+    let v = s.run(&["--json", "run", "--sync", "--", "sh", "-c", "echo x > ~/.bashrc || echo refused"], 0).json();
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("refused"), "{log}");
+    // The template's own table.
+    let v = s.run(&["--json", "ask", "builder", "go", "--sync"], 0).json();
+    let st = s.run(&["--json", "status", v["token"].as_str().unwrap()], 0).json();
+    assert_eq!(st["sandbox"]["name"], "its template's sandbox", "{st}");
+    unchanged(&s.at("user/.bashrc"), "mine\n");
+    // `--sandbox none`: the user's own choice.
+    let v = s.run(&["--json", "run", "--sync", "--sandbox", "none", "--", "sh", "-c", "echo ok > ~/.bashrc"], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+    unchanged(&s.at("user/.bashrc"), "ok\n");
+}
+
+#[test]
+fn a_sandbox_that_cannot_be_made_is_refused_before_anything_runs() {
+    let toml = format!(
+        "{FENCED}\n[sandboxes.allow]\nnetwork = [\"example.com:443\"]\n[sandboxes.missing]\nwrite = [\"/no/such/dir\"]\n"
+    );
+    let s = Setup::new(&toml);
+    let marker = s.at("proj/ran");
+    let script = format!("touch {}", marker.display());
+    for (profile, says) in [
+        ("nope", "sandbox `nope` (--sandbox) is not defined (defined: allow, fenced, missing)"),
+        ("allow", "a network allow-list is not supported yet"),
+        ("missing", "`/no/such/dir` (/no/such/dir) does not exist"),
+    ] {
+        let r = s.run(&["run", "--sync", "--sandbox", profile, "--", "sh", "-c", &script], 2);
+        assert!(r.stderr.contains(says), "{profile}: {}", r.stderr);
+    }
+    // No bubblewrap on PATH: refused, naming it.
+    let mut cmd = s.h.cmd();
+    let path =
+        format!("{}:{}", fixtures().join("path").display(), Path::new(crate::common::BIN).parent().unwrap().display());
+    cmd.current_dir(s.at("proj")).env("PATH", path);
+    let args = ["run", "--sync", "--sandbox", "fenced", "--", "/bin/touch", marker.to_str().unwrap()];
+    let r = crate::common::check(&args, cmd.args(args).output().unwrap(), 2);
+    assert!(r.stderr.contains("a sandbox needs bubblewrap (`bwrap`), which is not installed"), "{}", r.stderr);
+    assert!(!marker.exists(), "an agent ran");
+    assert_eq!(s.run(&["--json", "list"], 0).json()["tasks"], serde_json::json!([]));
+}
+
+#[test]
+fn a_halt_stops_the_whole_sandbox() {
+    let s = Setup::new(FENCED);
+    let pids = s.at("proj/pids");
+    let script = format!("sleep 300 & echo $$ $! > {}; wait", pids.display());
+    let v = s.run(&["--json", "run", "--async", "--sandbox", "fenced", "--", "sh", "-c", &script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    crate::common::wait_until(std::time::Duration::from_secs(30), "the agent to start", || pids.exists());
+    let v = s.run(&["--json", "halt", &token, "--grace", "0.2s"], 0).json();
+    assert_eq!(v["status"], "cancelled", "{v}");
+    // Nothing of it is left: its cgroup (its bubblewrap, its shell, the sleep) is gone.
+    let st = s.run(&["--json", "status", &token], 1).json();
+    assert_eq!(st["processes"], serde_json::Value::Null, "{st}");
+    if let Some(cgroup) = st["containment"]["cgroup"]["path"].as_str() {
+        assert!(!Path::new(cgroup).exists(), "{cgroup} is still there");
+    }
+}
