@@ -42,7 +42,10 @@ impl Cli {
             bin.join(program).display(),
             prefix.display()
         );
-        let dir = tempfile::Builder::new().prefix("agentctl-agent-cli").tempdir().unwrap();
+        // Not under /tmp: Codex, where bubblewrap is installed, runs its commands in a sandbox
+        // of its own that replaces /tmp, and a working directory there is not writable to them.
+        let dir =
+            tempfile::Builder::new().prefix("agentctl-agent-cli").tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
         std::fs::create_dir_all(dir.path().join("home")).unwrap();
         std::fs::create_dir_all(dir.path().join("work")).unwrap();
         let path = format!(
