@@ -18,6 +18,7 @@ mod queue;
 pub mod reach;
 mod run;
 pub mod sandbox;
+mod seccomp;
 mod spawn;
 mod spend_hold;
 mod strays;

@@ -16,13 +16,22 @@ use std::sync::OnceLock;
 use crate::error::{Error, Result};
 use crate::task::{Network, Sandbox};
 
-/// Where bubblewrap is on `PATH`, if it is.
+/// Where bubblewrap is: `AGENTCTL_BWRAP` (empty: nowhere), else the first of the places a
+/// distribution installs it, else `PATH`'s absolute directories.
 fn bwrap() -> Option<PathBuf> {
     static FOUND: OnceLock<Option<PathBuf>> = OnceLock::new();
     FOUND
         .get_or_init(|| {
+            if let Some(set) = std::env::var_os("AGENTCTL_BWRAP") {
+                return Some(PathBuf::from(set)).filter(|p| p.is_absolute() && p.is_file());
+            }
             let path = std::env::var_os("PATH").unwrap_or_default();
-            std::env::split_paths(&path).map(|d| d.join("bwrap")).find(|p| p.is_file())
+            ["/usr/bin", "/bin", "/usr/local/bin"]
+                .into_iter()
+                .map(PathBuf::from)
+                .chain(std::env::split_paths(&path).filter(|d| d.is_absolute()))
+                .map(|d| d.join("bwrap"))
+                .find(|p| p.is_file())
         })
         .clone()
 }
@@ -32,8 +41,9 @@ fn bwrap() -> Option<PathBuf> {
 pub fn available() -> Result<()> {
     let Some(bwrap) = bwrap() else {
         return Err(Error::Usage(
-            "a sandbox needs bubblewrap (`bwrap`), which is not installed: install Debian's or your \
-             distribution's `bubblewrap` package, or run the task without a sandbox (`--sandbox none`)"
+            "a sandbox needs bubblewrap (`bwrap`), which is not installed (nor named by AGENTCTL_BWRAP): \
+             install Debian's or your distribution's `bubblewrap` package, or run the task without a \
+             sandbox (`--sandbox none`)"
                 .into(),
         ));
     };
@@ -57,8 +67,9 @@ pub fn available() -> Result<()> {
 }
 
 /// The namespaces every sandbox has, and what it may not do in them.
+// Not `--die-with-parent`: a halt's SIGTERM reaches bubblewrap with the agent, and the agent
+// must get its grace, not the SIGKILL bubblewrap's death would bring it.
 const NAMESPACES: &[&str] = &[
-    "--die-with-parent",
     "--unshare-user",
     "--unshare-pid",
     "--unshare-ipc",
@@ -69,18 +80,35 @@ const NAMESPACES: &[&str] = &[
     "ALL",
 ];
 
-/// The program and argv that run `program` (with `argv`'s arguments) in `sandbox`, in `cwd`.
-pub fn command(sandbox: &Sandbox, program: &Path, argv: &[String], cwd: &Path) -> Option<(PathBuf, Vec<String>)> {
+/// The program and argv that run `program` (with `argv`'s arguments) in `sandbox`, in `cwd`,
+/// with the seccomp program bubblewrap reads from descriptor `seccomp`.
+pub fn command(
+    sandbox: &Sandbox,
+    program: &Path,
+    argv: &[String],
+    cwd: &Path,
+    seccomp: i32,
+) -> Option<(PathBuf, Vec<String>)> {
     let bwrap = bwrap()?;
     let mut args: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
     args.extend(NAMESPACES.iter().map(|s| s.to_string()));
+    args.extend(["--seccomp".into(), seccomp.to_string()]);
     if sandbox.network == Network::None {
         args.push("--unshare-net".into());
     }
     args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
+    // Its answer file, which a retry or a follow-up removed, is there again to bind.
+    for file in sandbox.write.iter().filter(|w| w.starts_with(&sandbox.home) && !w.exists()) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let _ = std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(file);
+    }
     // Mounted shallowest first, so that a path inside another gets its own say.
     let mut mounts: Vec<(&Path, Mount)> = vec![(sandbox.home.as_path(), Mount::Hide)];
     mounts.extend(sandbox.write.iter().map(|p| (p.as_path(), Mount::Write)));
+    // A repository it may write stays one whose configuration it cannot change: agentctl runs
+    // git there after it (a hook or `core.fsmonitor` would run outside the sandbox).
+    let gits: Vec<PathBuf> = sandbox.write.iter().map(|p| p.join(".git")).filter(|g| g.exists()).collect();
+    mounts.extend(gits.iter().map(|g| (g.as_path(), Mount::Read)));
     mounts.extend(sandbox.read.iter().map(|p| (p.as_path(), Mount::Read)));
     mounts.extend(sandbox.hide.iter().map(|p| (p.as_path(), Mount::Hide)));
     mounts.sort_by_key(|(p, _)| p.components().count());

@@ -228,6 +228,8 @@ struct Exec {
     argv: Vec<*const libc::c_char>,
     sh_argv: Vec<*const libc::c_char>,
     envp: Vec<*const libc::c_char>,
+    /// The seccomp program's pipe, open until the child has it.
+    _seccomp: Option<OwnedFd>,
 }
 
 impl Exec {
@@ -236,12 +238,17 @@ impl Exec {
             CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
         };
         let program = spec.program.clone().unwrap_or_else(|| spec.argv[0].clone().into());
-        // In its sandbox, bubblewrap runs the agent.
-        let (program, argv) = match &spec.sandbox {
-            Some(sandbox) => super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd).ok_or_else(|| {
-                io::Error::new(io::ErrorKind::NotFound, "bubblewrap (bwrap) is needed for its sandbox")
-            })?,
-            None => (program, spec.argv.clone()),
+        // In its sandbox, bubblewrap runs the agent, with the seccomp program it reads from a
+        // pipe the child inherits.
+        let (program, argv, seccomp) = match &spec.sandbox {
+            Some(sandbox) => {
+                let pipe = super::seccomp::pipe(&super::seccomp::program().map_err(io::Error::other)?)?;
+                let fd = pipe.as_raw_fd();
+                let (program, argv) = super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd, fd)
+                    .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "bubblewrap (bwrap) is needed"))?;
+                (program, argv, Some(pipe))
+            }
+            None => (program, spec.argv.clone(), None),
         };
         let program = c(program.as_os_str().as_bytes())?;
         let cwd = c(spec.cwd.as_os_str().as_bytes())?;
@@ -278,7 +285,7 @@ impl Exec {
         let mut strings = args;
         strings.extend(vars);
         strings.push(sh);
-        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp })
+        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp, _seccomp: seccomp })
     }
 }
 

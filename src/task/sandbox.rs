@@ -87,28 +87,34 @@ impl SandboxSettings {
                 false => Err(format!("`{p}` is not an absolute path; write it from `/`, `~/` or `{{cwd}}/`")),
             }
         };
+        // Each as the file system names it (no `..`, no symlink on the way), so that the one
+        // inside another is mounted after it whatever way it was written.
         let mut write = Vec::new();
         for p in &self.write {
             let path = expand(p)?;
-            if !path.exists() {
-                return Err(format!(
-                    "`{p}` ({}) does not exist; make it first, or leave it out of `write`",
-                    path.display()
-                ));
+            match std::fs::canonicalize(&path) {
+                Ok(real) => write.push(real),
+                Err(_) => {
+                    return Err(format!(
+                        "`{p}` ({}) does not exist; make it first, or leave it out of `write`",
+                        path.display()
+                    ));
+                }
             }
-            write.push(path);
         }
         let hide = self.hide.iter().map(|p| expand(p)).collect::<Result<Vec<_>, _>>()?;
+        let hide = hide.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
+        let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_owned());
         if let Network::Allow(_) = self.network {
             return Err("a network allow-list is not supported yet: use `network = \"none\"` or `\"host\"`".into());
         }
         Ok(Sandbox {
             name: name.to_owned(),
             write,
-            hide: hide.into_iter().filter(|p| p.symlink_metadata().is_ok()).collect(),
+            hide,
             network: self.network.clone(),
             env: self.env.clone(),
-            home: home.to_owned(),
+            home,
             read: Vec::new(),
         })
     }

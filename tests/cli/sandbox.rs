@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{Home, fixtures};
+use crate::common::Home;
 
 /// A home at `<tmp>/home`, with a project, another project and a user's home beside it.
 struct Setup {
@@ -170,11 +170,9 @@ fn a_sandbox_that_cannot_be_made_is_refused_before_anything_runs() {
         let r = s.run(&["run", "--sync", "--sandbox", profile, "--", "sh", "-c", &script], 2);
         assert!(r.stderr.contains(says), "{profile}: {}", r.stderr);
     }
-    // No bubblewrap on PATH: refused, naming it.
+    // No bubblewrap: refused, naming it.
     let mut cmd = s.h.cmd();
-    let path =
-        format!("{}:{}", fixtures().join("path").display(), Path::new(crate::common::BIN).parent().unwrap().display());
-    cmd.current_dir(s.at("proj")).env("PATH", path);
+    cmd.current_dir(s.at("proj")).env("AGENTCTL_BWRAP", "");
     let args = ["run", "--sync", "--sandbox", "fenced", "--", "/bin/touch", marker.to_str().unwrap()];
     let r = crate::common::check(&args, cmd.args(args).output().unwrap(), 2);
     assert!(r.stderr.contains("a sandbox needs bubblewrap (`bwrap`), which is not installed"), "{}", r.stderr);
@@ -183,19 +181,50 @@ fn a_sandbox_that_cannot_be_made_is_refused_before_anything_runs() {
 }
 
 #[test]
-fn a_halt_stops_the_whole_sandbox() {
+fn a_halt_gives_the_agent_its_grace_and_stops_the_whole_sandbox() {
     let s = Setup::new(FENCED);
-    let pids = s.at("proj/pids");
-    let script = format!("sleep 300 & echo $$ $! > {}; wait", pids.display());
+    let (up, trapped) = (s.at("proj/up"), s.at("proj/trapped"));
+    let script = format!(
+        "trap 'echo done > {trapped}; exit 0' TERM; sleep 300 & touch {up}; wait",
+        trapped = trapped.display(),
+        up = up.display()
+    );
     let v = s.run(&["--json", "run", "--async", "--sandbox", "fenced", "--", "sh", "-c", &script], 0).json();
     let token = v["token"].as_str().unwrap().to_owned();
-    crate::common::wait_until(std::time::Duration::from_secs(30), "the agent to start", || pids.exists());
-    let v = s.run(&["--json", "halt", &token, "--grace", "0.2s"], 0).json();
+    crate::common::wait_until(std::time::Duration::from_secs(30), "the agent to start", || up.exists());
+    let v = s.run(&["--json", "halt", &token, "--grace", "20s"], 0).json();
     assert_eq!(v["status"], "cancelled", "{v}");
+    // Its TERM trap ran: the halt's SIGTERM reached it, not bubblewrap's SIGKILL.
+    assert_eq!(std::fs::read_to_string(&trapped).unwrap_or_default(), "done\n", "{v}");
     // Nothing of it is left: its cgroup (its bubblewrap, its shell, the sleep) is gone.
     let st = s.run(&["--json", "status", &token], 1).json();
     assert_eq!(st["processes"], serde_json::Value::Null, "{st}");
     if let Some(cgroup) = st["containment"]["cgroup"]["path"].as_str() {
         assert!(!Path::new(cgroup).exists(), "{cgroup} is still there");
     }
+}
+
+#[test]
+fn it_cannot_reach_a_unix_socket_outside_nor_unhide_a_path_spelled_another_way() {
+    // A hidden key under a path written through `..` and a symlink, beside a writable parent.
+    let toml = r#"
+[sandboxes.tricky]
+write = ["{cwd}", "~/../user/keys/../keys"]
+hide = ["~/link/secret"]
+"#;
+    let s = Setup::new(toml);
+    std::fs::create_dir_all(s.at("user/keys/secret")).unwrap();
+    std::fs::write(s.at("user/keys/secret/key"), "PRIVATE\n").unwrap();
+    std::os::unix::fs::symlink(s.at("user/keys"), s.at("user/link")).unwrap();
+    let sock = s.at("proj/host.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let script = format!(
+        "cat {keys}/secret/key || echo hidden
+         python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{sock}\")' 2>/dev/null && echo reached || echo no-socket",
+        keys = s.at("user/keys").display(),
+        sock = sock.display()
+    );
+    let (log, _) = s.sandboxed("tricky", &script);
+    assert!(log.contains("hidden") && !log.contains("PRIVATE"), "{log}");
+    assert!(log.contains("no-socket") && !log.contains("reached"), "{log}");
 }

@@ -13,6 +13,10 @@ use crate::supervisor::control::Request;
 use crate::supervisor::reach::refused_clause;
 use crate::supervisor::unix::{descendants, may_signal, own_leftovers, signal_group, signal_pid};
 
+/// How long bubblewrap's init (in a sandbox's PID namespace) may take to go after the agent:
+/// bubblewrap, the supervisor's child, reports the agent's exit a moment before it.
+const SANDBOX_GOES: Duration = Duration::from_millis(500);
+
 /// How long after SIGKILL the end of a run waits for its processes to go before it goes on all
 /// the same (the kernel holds one blocked in an uninterruptible wait; a loaded machine takes its
 /// time to end the others).
@@ -22,6 +26,9 @@ impl Supervisor {
     /// SIGTERM (and SIGCONT) to what the agent left running, in its group and beyond (we are
     /// their subreaper): the count of those signalled (another user's, refused, are not).
     pub(super) fn end_what_is_left(&mut self) -> usize {
+        if self.spec.sandbox.is_some() {
+            self.let_sandbox_go();
+        }
         let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
         if let Some(c) = self.contained.as_mut() {
             let cg = &c.made.cgroup;
@@ -127,6 +134,21 @@ impl Supervisor {
             if ended {
                 self.clients.answer(|want| want == Some(Request::Wait));
             }
+        }
+    }
+}
+
+impl Supervisor {
+    /// Wait (briefly) for what bubblewrap leaves for a moment after the agent to go by itself,
+    /// so that it is not taken for something the agent left running.
+    fn let_sandbox_go(&self) {
+        let end = Instant::now() + SANDBOX_GOES;
+        let gone = || match &self.contained {
+            Some(c) => cgroup::procs(&c.made.cgroup).is_empty(),
+            None => own_leftovers(self.child).is_empty(),
+        };
+        while !gone() && Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
