@@ -142,3 +142,43 @@ enum Mount {
 pub fn passes(sandbox: &Sandbox, name: &str) -> bool {
     sandbox.env.as_ref().is_none_or(|keep| name.starts_with("AGENTCTL_") || keep.iter().any(|k| k == name))
 }
+
+/// What the sandbox seems to have refused the agent, as its output says it (a write that found
+/// a read-only file system, a call not permitted, a network unreachable), for the task's note:
+/// how many such lines, and the first three that differ, each cut short.
+pub fn refusals(output: &[u8]) -> Option<String> {
+    const SIGNS: [&str; 5] = [
+        "Read-only file system",
+        "Operation not permitted",
+        "Permission denied",
+        "Network is unreachable",
+        "Connection refused",
+    ];
+    let text = String::from_utf8_lossy(output);
+    let mut shown: Vec<String> = Vec::new();
+    let mut count = 0;
+    for line in text.lines().filter(|l| SIGNS.iter().any(|s| l.contains(s))) {
+        count += 1;
+        let line = crate::task::one_line_preview(line.trim(), 120);
+        if shown.len() < 3 && !shown.contains(&line) {
+            shown.push(line);
+        }
+    }
+    (count > 0).then(|| format!("its sandbox refused it {count} time(s), by its output: {}", shown.join(" | ")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn refusals_are_counted_from_the_output_and_the_first_three_shown() {
+        let out = b"ok\nsh: 1: cannot create /etc/x: Read-only file system\nfine\ncat: k: Permission denied\n\
+                    sh: 1: cannot create /etc/x: Read-only file system\nconnect: Network is unreachable\nmore\n";
+        let note = super::refusals(out).unwrap();
+        assert!(
+            note.starts_with("its sandbox refused it 4 time(s), by its output: sh: 1: cannot create /etc/x"),
+            "{note}"
+        );
+        assert!(note.contains(" | cat: k: Permission denied | connect: Network is unreachable"), "{note}");
+        assert_eq!(super::refusals(b"all good\n"), None);
+    }
+}

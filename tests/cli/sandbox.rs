@@ -87,6 +87,9 @@ fn the_agent_writes_only_in_its_directory_and_the_users_files_stay_as_they_were(
     let names = log.lines().last().unwrap();
     assert!(names.contains("HOME") && names.contains("PATH") && names.contains("AGENTCTL_TOKEN"), "{names}");
     assert!(!names.contains("SECRET_VAR"), "{names}");
+    // Its note says what the sandbox refused, from its output.
+    assert!(v["note"].as_str().unwrap_or_default().contains("its sandbox refused it"), "{v}");
+    assert!(v["note"].as_str().unwrap_or_default().contains("Read-only file system"), "{v}");
     // `status` says which sandbox it ran in.
     let token = v["token"].as_str().unwrap();
     let st = s.run(&["status", token], 0).stdout;

@@ -101,6 +101,11 @@ impl Supervisor {
                 self.add_note(why);
             }
         }
+        if self.spec.sandbox.is_some()
+            && let Some(refused) = crate::supervisor::sandbox::refusals(&self.log.tail(start, OUTPUT_WINDOW))
+        {
+            self.add_note(refused);
+        }
         if let Some(wt) = &self.spec.worktree {
             match crate::worktree::changes(wt) {
                 Ok(c) => self.rec.changes = Some(c),

@@ -147,7 +147,12 @@ impl Supervisor {
             Some(c) => cgroup::procs(&c.made.cgroup).is_empty(),
             None => own_leftovers(self.child).is_empty(),
         };
+        // Without a cgroup, bubblewrap's init comes to us (its subreaper) to be reaped.
         while !gone() && Instant::now() < end {
+            reap_others(self.child);
+            if gone() {
+                break;
+            }
             std::thread::sleep(Duration::from_millis(5));
         }
     }
