@@ -1,6 +1,6 @@
 //! From parsed arguments to an `ops` call and an exit code.
 
-use std::io::Read;
+use std::io::{BufRead, Read};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -13,6 +13,7 @@ use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
 use crate::ops::{self, ListFilter, What};
 use crate::store::{Store, resolve_home};
+use crate::supervisor::gateway;
 use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
 
 /// Run the command line and return the process exit code.
@@ -208,6 +209,24 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 }
             }
         }
+        Command::Notify(n) if gateway::inside() => {
+            let post = |text: String| -> Result<()> {
+                let call = gateway::Call::Notify { session: n.session.clone(), question: n.question, text };
+                if let gateway::Answer::Event(e) = gateway::call(&call)? {
+                    let _ = out.posted(&e);
+                }
+                Ok(())
+            };
+            match &n.message {
+                Some(message) => post(text_arg(message.clone())?)?,
+                None => {
+                    for line in std::io::stdin().lock().lines() {
+                        post(line.ctx(|| "cannot read stdin".into())?)?;
+                    }
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Notify(n) => {
             let store = Store::open(&home)?;
             match n.message {
@@ -230,8 +249,17 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let text = text_arg(a.question)?;
             let choices = a.choices.as_deref().map(parse_choices).transpose()?.unwrap_or_default();
             let limit = a.timeout.as_deref().map(parse_duration).transpose()?;
-            let store = Store::existing(&home)?;
-            match ops::ask_lead(&store, &text, &choices, limit).await? {
+            let asked = match gateway::inside() {
+                true => {
+                    let timeout_ms = limit.map(|d| d.as_millis() as u64);
+                    match gateway::call(&gateway::Call::AskLead { text, choices, timeout_ms })? {
+                        gateway::Answer::Answered(answer) => ops::Asked::Answered(answer),
+                        _ => ops::Asked::TimedOut,
+                    }
+                }
+                false => ops::ask_lead(&Store::existing(&home)?, &text, &choices, limit).await?,
+            };
+            match asked {
                 ops::Asked::Answered(answer) => {
                     out.answer(&answer).ctx(|| "cannot write the answer to stdout".into())?;
                     Ok(ExitCode::SUCCESS)
@@ -254,6 +282,13 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let sent = ops::send(&Store::existing(&home)?, token, &message).await?;
             let _ = out.sent(token, &sent, message.len());
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Inbox(i) if gateway::inside() => {
+            let wait_ms = duration_or(i.wait.as_deref(), Duration::ZERO)?.as_millis() as u64;
+            match gateway::call(&gateway::Call::Inbox { wait_ms })? {
+                gateway::Answer::Event(e) => out.message(&e).ctx(|| "cannot write to stdout".into()),
+                _ => Err(Error::Internal("the sandbox's supervisor answered an inbox with no event".into())),
+            }
         }
         Command::Inbox(i) => {
             let limit = duration_or(i.wait.as_deref(), Duration::ZERO)?;

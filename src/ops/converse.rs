@@ -31,6 +31,15 @@ fn own_task(store: &Store, what: &str) -> Result<TaskRecord> {
             "{what} runs inside a task (AGENTCTL_TOKEN is not set here): agentctl gives it to every agent it starts"
         ))
     })?;
+    still_running(rec)
+}
+
+/// Task `token`, which must still run (for its sandbox's gateway, which asks on its behalf).
+pub fn running_task(store: &Store, token: Token) -> Result<TaskRecord> {
+    still_running(refresh(store, token)?)
+}
+
+fn still_running(rec: TaskRecord) -> Result<TaskRecord> {
     if rec.status().is_final() {
         return Err(Error::Usage(format!(
             "task {} has already ended ({}); nobody waits on it",
@@ -70,7 +79,18 @@ pub fn all_pending(store: &Store, token: Token) -> Result<Vec<Question>> {
 /// error, never a hang.
 pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Option<Duration>) -> Result<Asked> {
     check_text(text, "question", MAX_QUESTION)?;
-    let rec = own_task(store, "ask-lead")?;
+    ask_lead_as(store, own_task(store, "ask-lead")?, text, choices, limit).await
+}
+
+/// `ask_lead` for task `rec`.
+pub async fn ask_lead_as(
+    store: &Store,
+    rec: TaskRecord,
+    text: &str,
+    choices: &[String],
+    limit: Option<Duration>,
+) -> Result<Asked> {
+    check_text(text, "question", MAX_QUESTION)?;
     let deadline = limit.map(|d| Instant::now() + d);
     // Watch first, then ask: an answer that comes at once still wakes us.
     let mut rung = Changes::watch(&store.events().bell(rec.token.as_str())?)?;
@@ -208,6 +228,10 @@ pub async fn send(store: &Store, token: Token, text: &str) -> Result<Sent> {
 /// The next message sent to the task this runs in, waiting up to `limit`: a `timeout` event
 /// when none came. Each message is read once.
 pub async fn inbox(store: &Store, limit: Duration, holder: &Holder) -> Result<Event> {
-    let rec = own_task(store, "inbox")?;
-    wait_event(store, Some(&inbox_session(rec.token)), &[EventKind::Message], limit, holder).await
+    inbox_of(store, own_task(store, "inbox")?.token, limit, holder).await
+}
+
+/// `inbox` for task `token`.
+pub async fn inbox_of(store: &Store, token: Token, limit: Duration, holder: &Holder) -> Result<Event> {
+    wait_event(store, Some(&inbox_session(token)), &[EventKind::Message], limit, holder).await
 }

@@ -135,7 +135,11 @@ pub fn notify(store: &Store, session: Option<&str>, question: bool, text: &str) 
 /// What `notify` posts, without its text yet: a message (or question) to `session`, else to the
 /// session of the task this runs in, from that task.
 pub fn notice(store: &Store, session: Option<&str>, question: bool) -> Result<Event> {
-    let task = enclosing_task(store)?;
+    notice_from(enclosing_task(store)?, session, question)
+}
+
+/// `notice`, from task `task` (none: from outside any).
+pub fn notice_from(task: Option<TaskRecord>, session: Option<&str>, question: bool) -> Result<Event> {
     let session = match (session, &task) {
         (Some(s), _) => s.to_owned(),
         (None, Some(rec)) => rec.session.clone(),

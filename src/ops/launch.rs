@@ -452,6 +452,11 @@ fn in_sandbox(store: &Store, template: &Template, role: &Role, token: Token, mut
     if template.uses_question_file() {
         sandbox.read.push(store.question_path(role, token));
     }
+    // The link to this agentctl that may go first on its PATH (`own_path`), for its `ask-lead`.
+    let links = store.home().join("bin");
+    if links.is_dir() {
+        sandbox.read.push(links);
+    }
     if template.uses_result_file() {
         let answer = store.result_path(role, token);
         write_private(&answer, b"")?;

@@ -37,10 +37,10 @@ pub use crate::store::SpendBy;
 pub use access::{AccessView, Denied, Identity, NewAccess, authenticate, create_access, list_access, revoke_access};
 pub use agents::{BUILT_IN, RoleInfo, Roles, check_agents_file, roles};
 pub use capacity::{PoolCapacity, PoolSpend, capacity};
-pub use converse::{Asked, Sent, all_pending, ask_lead, inbox, reply, send};
+pub use converse::{Asked, Sent, all_pending, ask_lead, ask_lead_as, inbox, inbox_of, reply, running_task, send};
 pub use events::{
-    Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notice, notify, read_events,
-    session_of, undelivered, wait_event, worded,
+    Holder, LoggedEvent, MAX_MESSAGE, connection_session, delivered, follow_events, notice, notice_from, notify,
+    read_events, session_of, undelivered, wait_event, worded,
 };
 pub use follow::start;
 pub use hook::run_detached as run_hook;

@@ -29,10 +29,11 @@ pub(super) fn spawn_agent(
     spec: &TaskSpec,
     cgroup: Option<&TaskCgroup>,
     backend: &dyn Backend,
+    gateway: Option<OwnedFd>,
 ) -> std::result::Result<Pid, String> {
     let name = &spec.argv[0];
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-    let exec = Exec::new(spec, backend).map_err(|e| format!("cannot run `{name}`: {e}"))?;
+    let exec = Exec::new(spec, backend, gateway).map_err(|e| format!("cannot run `{name}`: {e}"))?;
     let joins = cgroup.map(super::cgroup::join_files).transpose()?.unwrap_or_default();
     let mut join = [-1; MAX_JOINS];
     for (slot, f) in join.iter_mut().zip(&joins) {
@@ -230,10 +231,12 @@ struct Exec {
     envp: Vec<*const libc::c_char>,
     /// The seccomp program's pipe, open until the child has it.
     _seccomp: Option<OwnedFd>,
+    /// The agent's end of its sandbox's road to the lead, open until the child has it.
+    _gateway: Option<OwnedFd>,
 }
 
 impl Exec {
-    fn new(spec: &TaskSpec, backend: &dyn Backend) -> io::Result<Exec> {
+    fn new(spec: &TaskSpec, backend: &dyn Backend, gateway: Option<OwnedFd>) -> io::Result<Exec> {
         let c = |bytes: &[u8]| {
             CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
         };
@@ -266,6 +269,9 @@ impl Exec {
         }
         backend.environment(&mut env);
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
+        if let Some(fd) = &gateway {
+            env.insert(super::gateway::FD_VARIABLE.into(), fd.as_raw_fd().to_string().into());
+        }
         let args = argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env
             .into_iter()
@@ -285,7 +291,7 @@ impl Exec {
         let mut strings = args;
         strings.extend(vars);
         strings.push(sh);
-        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp, _seccomp: seccomp })
+        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp, _seccomp: seccomp, _gateway: gateway })
     }
 }
 

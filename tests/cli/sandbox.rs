@@ -231,3 +231,25 @@ hide = ["~/link/secret"]
     assert!(log.contains("hidden") && !log.contains("PRIVATE"), "{log}");
     assert!(log.contains("no-socket") && !log.contains("reached"), "{log}");
 }
+
+#[test]
+fn a_sandboxed_agent_asks_its_lead_posts_and_reads_its_inbox_through_its_supervisor() {
+    let s = Setup::new(FENCED);
+    let script = "a=$(agentctl ask-lead 'which branch?' --choices main,dev --timeout 60s) && echo \"chose $a\"
+                  agentctl notify 'from inside' && agentctl inbox --wait 60s";
+    let v = s.run(&["--json", "run", "--async", "--sandbox", "fenced", "--", "sh", "-c", script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    crate::common::wait_until(std::time::Duration::from_secs(30), "the agent's question", || {
+        // Whatever it exits with (starting, running): its question is what is looked for.
+        let out = s.h.cmd().args(["--json", "status", &token]).output().unwrap();
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["pending_question"]["text"] == "which branch?"
+    });
+    s.run(&["reply", &token, "dev"], 0);
+    s.run(&["send", &token, "hello from the lead"], 0);
+    let v = s.run(&["--json", "await", &token], 0).json();
+    assert_eq!(v["status"], "completed", "{v}");
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    assert!(log.contains("chose dev") && log.contains("hello from the lead"), "{log}");
+    let events = s.run(&["events", "--session", "default"], 0).stdout;
+    assert!(events.contains(&format!("{token} (run)")) && events.contains("from inside"), "{events}");
+}
