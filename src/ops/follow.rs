@@ -39,10 +39,11 @@ pub async fn start(store: &Store, req: Launch, hand_back: Option<HandBack>) -> R
                 || req.deadline.is_some()
                 || req.worktree.is_some()
                 || req.pool.is_some()
+                || req.sandbox.is_some()
             {
                 return Err(Error::Usage(format!(
-                    "a follow-up of task {token} runs where, for whom, in the pool and as long as the task did: \
-                     leave out the directory, session, timeout, worktree and pool"
+                    "a follow-up of task {token} runs where, for whom, in the pool, sandbox and as long as the task \
+                     did: leave out the directory, session, timeout, worktree, pool and sandbox"
                 )));
             }
             let What::Ask { question, .. } = req.what else {

@@ -39,6 +39,13 @@ fn bwrap() -> Option<PathBuf> {
 /// Refuse a sandbox this machine cannot give, saying what is missing: bubblewrap, or the
 /// namespaces it needs (tried once: a sandbox that cannot be made never runs the agent).
 pub fn available() -> Result<()> {
+    // Tried once per process (an MCP server starts many): a machine that loses user namespaces
+    // later still never runs an agent unfenced, as bubblewrap then fails its start.
+    static TRIED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
+    TRIED.get_or_init(|| try_bwrap().map_err(|e| e.message(crate::error::Frontend::Cli))).clone().map_err(Error::Usage)
+}
+
+fn try_bwrap() -> Result<()> {
     let Some(bwrap) = bwrap() else {
         return Err(Error::Usage(
             "a sandbox needs bubblewrap (`bwrap`), which is not installed (nor named by AGENTCTL_BWRAP): \

@@ -180,6 +180,9 @@ fn a_sandbox_that_cannot_be_made_is_refused_before_anything_runs() {
     let r = crate::common::check(&args, cmd.args(args).output().unwrap(), 2);
     assert!(r.stderr.contains("a sandbox needs bubblewrap (`bwrap`), which is not installed"), "{}", r.stderr);
     assert!(!marker.exists(), "an agent ran");
+    // A follow-up runs in its task's sandbox: it cannot choose another.
+    let r = s.run(&["ask", "--to", "abc123", "go on", "--sandbox", "none"], 2);
+    assert!(r.stderr.contains("leave out the directory, session, timeout, worktree, pool and sandbox"), "{}", r.stderr);
     assert_eq!(s.run(&["--json", "list"], 0).json()["tasks"], serde_json::json!([]));
 }
 
