@@ -15,7 +15,7 @@ use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{
-    After, Budget, HookState, PoolRef, Role, Sandbox, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview,
+    After, Budget, HookState, PoolRef, Role, TaskRecord, TaskSpec, Template, Token, Vars, one_line_preview,
     parse_duration, unix_ms,
 };
 
@@ -162,14 +162,8 @@ pub(super) async fn launch_from(
     let pool_limits = agents.pool_limits(&pool_name);
     // The template's choice, else its pool's (a nested task's too).
     let (pool_kind, pool_slurm) = agents.pool_backend(&pool_name);
-    let sandbox = agents.sandbox(req.sandbox.as_deref(), &template, &pool_name)?;
-    if let Some((name, settings)) = &sandbox {
-        if template.backend.or(pool_kind) == Some(crate::task::BackendKind::Slurm) {
-            return Err(Error::Usage(format!("sandbox `{name}`: a Slurm task cannot run in a sandbox yet")));
-        }
-        settings.for_task(name, &cwd, store.home()).map_err(|e| Error::Usage(format!("sandbox `{name}`: {e}")))?;
-        blocking(supervisor::sandbox::available)?;
-    }
+    let asked = (req.sandbox.as_deref(), &template, pool_name.as_str());
+    let sandbox = super::sandbox::choose(store, &agents, asked, template.backend.or(pool_kind), &cwd)?;
     let budget = agents.budget(req.budget, &template, &pool_name);
     let hook = agents.hook(&template, &pool_name);
     let backend = supervisor::backend::prepare(&template, (&pool_name, pool_kind, pool_slurm));
@@ -260,13 +254,7 @@ pub(super) async fn launch_from(
         // In its worktree, if it has one.
         let deadline_ms = deadline.map(|d| d.as_millis() as u64);
         let (argv, backend) = backend.command(argv, &program, token, &cwd, deadline_ms);
-        let sandbox = match &sandbox {
-            Some((name, settings)) => {
-                let own = settings.for_task(name, &cwd, store.home()).map_err(Error::Usage)?;
-                Some(in_sandbox(store, &template, &req.role, token, own)?)
-            }
-            None => None,
-        };
+        let sandbox = sandbox.as_ref().map(|s| s.for_task(store, &template, &req.role, token, &cwd)).transpose()?;
         let spec = TaskSpec {
             argv,
             program: Some(program.clone()),
@@ -435,7 +423,7 @@ pub fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+pub(super) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
     std::fs::OpenOptions::new()
         .write(true)
@@ -444,25 +432,6 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
         .open(path)
         .and_then(|mut f| f.write_all(bytes))
         .ctx(|| format!("cannot create {}", path.display()))
-}
-
-/// `sandbox`, with what the task needs of its home: its question file to read, and the file
-/// its agent writes its answer to (made, empty, for the sandbox to let it through).
-fn in_sandbox(store: &Store, template: &Template, role: &Role, token: Token, mut sandbox: Sandbox) -> Result<Sandbox> {
-    if template.uses_question_file() {
-        sandbox.read.push(store.question_path(role, token));
-    }
-    // The link to this agentctl that may go first on its PATH (`own_path`), for its `ask-lead`.
-    let links = store.home().join("bin");
-    if links.is_dir() {
-        sandbox.read.push(links);
-    }
-    if template.uses_result_file() {
-        let answer = store.result_path(role, token);
-        write_private(&answer, b"")?;
-        sandbox.write.push(answer);
-    }
-    Ok(sandbox)
 }
 
 #[cfg(test)]

@@ -26,6 +26,7 @@ mod page;
 mod posting;
 mod prune;
 mod query;
+mod sandbox;
 mod scroll;
 mod stop;
 mod usage;

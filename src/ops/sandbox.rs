@@ -1,0 +1,71 @@
+//! A new task's sandbox: which one it asks for, checked before anything of the task is made,
+//! and what it needs of its home once it has a token.
+
+use std::path::{Path, PathBuf};
+
+use super::blocking::blocking;
+use crate::agents::Agents;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::supervisor;
+use crate::task::{BackendKind, Role, Sandbox, SandboxSettings, Template, Token};
+
+/// The sandbox a task asked for, as made for the directory it was checked in.
+pub(super) struct Chosen {
+    name: String,
+    settings: SandboxSettings,
+    checked: PathBuf,
+    made: Sandbox,
+}
+
+/// The sandbox a task of `template` in `pool` runs in (`own`: its `--sandbox`), checked for
+/// `cwd`; refused, saying why, where this machine or this task cannot have it.
+pub(super) fn choose(
+    store: &Store,
+    agents: &Agents,
+    (own, template, pool): (Option<&str>, &Template, &str),
+    backend: Option<BackendKind>,
+    cwd: &Path,
+) -> Result<Option<Chosen>> {
+    let Some((name, settings)) = agents.sandbox(own, template, pool)? else { return Ok(None) };
+    if backend == Some(BackendKind::Slurm) {
+        return Err(Error::Usage(format!("sandbox `{name}`: a Slurm task cannot run in a sandbox yet")));
+    }
+    let made =
+        settings.for_task(&name, cwd, store.home()).map_err(|e| Error::Usage(format!("sandbox `{name}`: {e}")))?;
+    blocking(supervisor::sandbox::available)?;
+    Ok(Some(Chosen { name, settings, checked: cwd.to_owned(), made }))
+}
+
+impl Chosen {
+    /// The sandbox of task `token` of `role`, working in `cwd` (made anew only when that is not
+    /// where it was checked: its worktree), with what it needs of its home: its question file to
+    /// read, the link to this agentctl its PATH may start with, and the file its agent writes its
+    /// answer to (made, empty, for the sandbox to let it through).
+    pub(super) fn for_task(
+        &self,
+        store: &Store,
+        template: &Template,
+        role: &Role,
+        token: Token,
+        cwd: &Path,
+    ) -> Result<Sandbox> {
+        let mut sandbox = match cwd == self.checked {
+            true => self.made.clone(),
+            false => self.settings.for_task(&self.name, cwd, store.home()).map_err(Error::Usage)?,
+        };
+        if template.uses_question_file() {
+            sandbox.read.push(store.question_path(role, token));
+        }
+        let links = store.home().join("bin");
+        if links.is_dir() {
+            sandbox.read.push(links);
+        }
+        if template.uses_result_file() {
+            let answer = store.result_path(role, token);
+            super::launch::write_private(&answer, b"")?;
+            sandbox.write.push(answer);
+        }
+        Ok(sandbox)
+    }
+}
