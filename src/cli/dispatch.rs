@@ -11,9 +11,8 @@ use super::args::{Cli, Command};
 use super::progress::{self, Watched};
 use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, ListFilter, What};
+use crate::ops::{self, ListFilter, What, gateway};
 use crate::store::{Store, resolve_home};
-use crate::supervisor::gateway;
 use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
 
 /// Run the command line and return the process exit code.
@@ -211,10 +210,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
         }
         Command::Notify(n) if gateway::inside() => {
             let post = |text: String| -> Result<()> {
-                let call = gateway::Call::Notify { session: n.session.clone(), question: n.question, text };
-                if let gateway::Answer::Event(e) = gateway::call(&call)? {
-                    let _ = out.posted(&e);
-                }
+                let _ = out.posted(&gateway::notify(n.session.clone(), n.question, text)?);
                 Ok(())
             };
             match &n.message {
@@ -250,13 +246,7 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let choices = a.choices.as_deref().map(parse_choices).transpose()?.unwrap_or_default();
             let limit = a.timeout.as_deref().map(parse_duration).transpose()?;
             let asked = match gateway::inside() {
-                true => {
-                    let timeout_ms = limit.map(|d| d.as_millis() as u64);
-                    match gateway::call(&gateway::Call::AskLead { text, choices, timeout_ms })? {
-                        gateway::Answer::Answered(answer) => ops::Asked::Answered(answer),
-                        _ => ops::Asked::TimedOut,
-                    }
-                }
+                true => gateway::ask_lead(text, choices, limit)?,
                 false => ops::ask_lead(&Store::existing(&home)?, &text, &choices, limit).await?,
             };
             match asked {
@@ -284,11 +274,8 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             Ok(ExitCode::SUCCESS)
         }
         Command::Inbox(i) if gateway::inside() => {
-            let wait_ms = duration_or(i.wait.as_deref(), Duration::ZERO)?.as_millis() as u64;
-            match gateway::call(&gateway::Call::Inbox { wait_ms })? {
-                gateway::Answer::Event(e) => out.message(&e).ctx(|| "cannot write to stdout".into()),
-                _ => Err(Error::Internal("the sandbox's supervisor answered an inbox with no event".into())),
-            }
+            let event = gateway::inbox(duration_or(i.wait.as_deref(), Duration::ZERO)?)?;
+            out.message(&event).ctx(|| "cannot write to stdout".into())
         }
         Command::Inbox(i) => {
             let limit = duration_or(i.wait.as_deref(), Duration::ZERO)?;

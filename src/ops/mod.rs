@@ -17,6 +17,7 @@ mod capacity;
 mod converse;
 mod events;
 mod follow;
+pub mod gateway;
 mod hook;
 mod hook_start;
 mod launch;

@@ -1,84 +1,22 @@
-//! A sandboxed agent's road to its lead. The agent sees nothing of the home, so its `agentctl
-//! ask-lead`, `notify` and `inbox` cannot reach the store: they come to its supervisor instead,
-//! outside the sandbox, which asks, posts and reads for that task alone. The road is a
-//! `SOCK_SEQPACKET` socket the agent inherits (descriptor `AGENTCTL_GATEWAY_FD`): each call
-//! sends it one end of a fresh `socketpair` (which the sandbox allows, where it refuses
-//! `socket(AF_UNIX)`), writes its request on the other end, and reads the answer there.
+//! The supervisor's side of a sandboxed agent's road to its lead (`ops::gateway` is the
+//! agent's): it serves the calls of the agent's `ask-lead`, `notify` and `inbox`, outside the
+//! sandbox, asking, posting and reading for that task alone.
 
-use std::io::{IoSlice, IoSliceMut, Read, Write};
+use std::io::{IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
-use nix::sys::socket::{
-    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, sendmsg, socketpair,
-};
-use serde::{Deserialize, Serialize};
+use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
 
 use crate::error::{Error, Result};
 use crate::ops;
+use crate::ops::gateway::{Answer, Call};
 use crate::store::Store;
-use crate::task::{Event, Token};
-
-/// The variable that names the agent's end of the road.
-pub const FD_VARIABLE: &str = "AGENTCTL_GATEWAY_FD";
+use crate::task::Token;
 
 /// The largest request taken (a message is at most `ops::MAX_MESSAGE`).
 const MAX_REQUEST: u64 = 1 << 20;
-
-/// What an agent in a sandbox asks of its supervisor.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "call", rename_all = "snake_case")]
-pub enum Call {
-    AskLead { text: String, choices: Vec<String>, timeout_ms: Option<u64> },
-    Notify { session: Option<String>, question: bool, text: String },
-    Inbox { wait_ms: u64 },
-}
-
-/// Its answer.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Answer {
-    Answered(String),
-    TimedOut,
-    Event(Box<Event>),
-    Refused(String),
-}
-
-/// Whether this process runs in a sandbox with a road to its supervisor.
-pub fn inside() -> bool {
-    std::env::var_os(FD_VARIABLE).is_some()
-}
-
-/// Ask the supervisor (from inside the sandbox).
-pub fn call(call: &Call) -> Result<Answer> {
-    let var = std::env::var(FD_VARIABLE).unwrap_or_default();
-    let fd: RawFd = var.parse().map_err(|_| Error::Usage(format!("{FD_VARIABLE}={var} names no descriptor")))?;
-    let lost = |e: &dyn std::fmt::Display| {
-        Error::Usage(format!(
-            "cannot reach this task's supervisor through its sandbox's descriptor {fd} ({e}): the agent \
-             may have closed it for the commands it runs"
-        ))
-    };
-    let (mut mine, give) = UnixStream::pair().map_err(|e| lost(&e))?;
-    sendmsg::<()>(
-        fd,
-        &[IoSlice::new(b"c")],
-        &[ControlMessage::ScmRights(&[give.as_raw_fd()])],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| lost(&e))?;
-    drop(give);
-    let body = serde_json::to_vec(call).map_err(|e| Error::Internal(e.to_string()))?;
-    mine.write_all(&body).and_then(|()| mine.shutdown(std::net::Shutdown::Write)).map_err(|e| lost(&e))?;
-    let mut answer = Vec::new();
-    mine.read_to_end(&mut answer).map_err(|e| lost(&e))?;
-    match serde_json::from_slice(&answer).map_err(|e| lost(&e))? {
-        Answer::Refused(why) => Err(Error::Usage(why)),
-        a => Ok(a),
-    }
-}
 
 /// The road of a task whose spec has a sandbox (none otherwise), for `spawn_agent`.
 pub(super) fn for_run(

@@ -8,7 +8,7 @@ pub mod cgroup;
 mod clients;
 pub mod control;
 mod follow;
-pub mod gateway;
+mod gateway;
 mod input;
 mod launch;
 mod lock;

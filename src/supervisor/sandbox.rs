@@ -106,8 +106,7 @@ pub fn command(
     args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
     // Its answer file, which a retry or a follow-up removed, is there again to bind.
     for file in sandbox.write.iter().filter(|w| w.starts_with(&sandbox.home) && !w.exists()) {
-        use std::os::unix::fs::OpenOptionsExt;
-        let _ = std::fs::OpenOptions::new().write(true).create(true).truncate(false).mode(0o600).open(file);
+        let _ = crate::store::files::open(file, crate::store::files::Access::ReadWriteCreate);
     }
     // Mounted shallowest first, so that a path inside another gets its own say.
     let mut mounts: Vec<(&Path, Mount)> = vec![(sandbox.home.as_path(), Mount::Hide)];

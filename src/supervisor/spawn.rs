@@ -270,7 +270,7 @@ impl Exec {
         backend.environment(&mut env);
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
         if let Some(fd) = &gateway {
-            env.insert(super::gateway::FD_VARIABLE.into(), fd.as_raw_fd().to_string().into());
+            env.insert(crate::ops::gateway::FD_VARIABLE.into(), fd.as_raw_fd().to_string().into());
         }
         let args = argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env
