@@ -1,6 +1,5 @@
 //! Starting tasks: `ask` (a role's template) and `run` (any argv), then the hybrid wait.
 
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
@@ -423,15 +422,9 @@ pub fn shell_words(argv: &[String]) -> String {
         .join(" ")
 }
 
-pub(super) fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-        .and_then(|mut f| f.write_all(bytes))
-        .ctx(|| format!("cannot create {}", path.display()))
+/// Make a new private file of the task (its log, its question).
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::store::files::create(path, bytes).ctx(|| format!("cannot create {}", path.display()))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use super::blocking::blocking;
 use crate::agents::Agents;
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::store::Store;
 use crate::supervisor;
 use crate::task::{BackendKind, Role, Sandbox, SandboxSettings, Template, Token};
@@ -63,7 +63,8 @@ impl Chosen {
         }
         if template.uses_result_file() {
             let answer = store.result_path(role, token);
-            super::launch::write_private(&answer, b"")?;
+            let made = crate::store::files::create(&answer, b"");
+            made.ctx(|| format!("cannot create {}", answer.display()))?;
             sandbox.write.push(answer);
         }
         Ok(sandbox)

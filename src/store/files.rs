@@ -52,6 +52,13 @@ pub enum Access {
     ReadWriteCreate,
 }
 
+/// Make the file at `path`, which must not exist yet, private (0600) and holding `bytes`.
+pub fn create(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path)?.write_all(bytes)
+}
+
 /// Open the regular file at `path` under the home. `NotFound` passes through as it is.
 pub fn open(path: &Path, access: Access) -> io::Result<File> {
     let flags = libc::O_CLOEXEC
