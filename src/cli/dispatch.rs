@@ -17,9 +17,13 @@ use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration}
 
 /// Run the command line and return the process exit code.
 pub fn main() -> ExitCode {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The first step of an agent in a sandbox with an allow-list, inside it.
+    if args.get(1).is_some_and(|a| a == crate::supervisor::network::COMMAND) {
+        crate::supervisor::network::enter(args[2..].to_vec());
+    }
     // A shell asking for completions gets them, and nothing else runs.
     super::complete::answer_shell();
-    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let parsed = super::narrow::parse(&args).map_or_else(|| Cli::try_parse_from(&args), Ok);
     let cli = match parsed {
         Ok(c) => c,

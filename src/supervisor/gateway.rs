@@ -18,18 +18,6 @@ use crate::task::Token;
 /// The largest request taken (a message is at most `ops::MAX_MESSAGE`).
 const MAX_REQUEST: u64 = 1 << 20;
 
-/// The road of a task whose spec has a sandbox (none otherwise), for `spawn_agent`.
-pub(super) fn for_run(
-    store: &Store,
-    token: Token,
-    spec: &crate::task::TaskSpec,
-) -> std::result::Result<Option<OwnedFd>, String> {
-    match spec.sandbox {
-        Some(_) => open(store, token).map(Some).map_err(|e| format!("cannot open its sandbox's road to the lead: {e}")),
-        None => Ok(None),
-    }
-}
-
 /// Open task `token`'s road: the end its agent inherits (the supervisor closes its own copy once
 /// the agent has it); a thread serves the other until every copy of it is closed.
 pub(super) fn open(store: &Store, token: Token) -> std::io::Result<OwnedFd> {

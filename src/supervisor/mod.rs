@@ -14,6 +14,7 @@ mod launch;
 mod lock;
 mod logwatch;
 mod memory;
+pub mod network;
 mod pool_limit;
 mod queue;
 pub mod reach;

@@ -9,12 +9,15 @@
 //! readable tree, and an empty home, need a mount namespace, which Landlock alone cannot give,
 //! and bubblewrap is the setup Flatpak and the agent CLIs' own sandboxes rely on.
 
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
+use super::network::{self, Plan};
 use crate::error::{Error, Result};
-use crate::task::{Network, Sandbox};
+use crate::store::Store;
+use crate::task::{Network, Sandbox, TaskSpec, Token};
 
 /// Where bubblewrap is: `AGENTCTL_BWRAP` (empty: nowhere), else the first of the places a
 /// distribution installs it, else `PATH`'s absolute directories.
@@ -73,6 +76,28 @@ fn try_bwrap() -> Result<()> {
     }
 }
 
+/// What a sandboxed agent's process inherits from its supervisor: its road to the lead, and
+/// with an allow-list, the one its listening sockets come back on (`network`), with the plan.
+pub(super) struct Roads {
+    pub gateway: OwnedFd,
+    pub network: Option<(OwnedFd, Plan)>,
+}
+
+/// The roads of a task whose spec has a sandbox (none otherwise), for `spawn_agent`.
+pub(super) fn roads(store: &Store, token: Token, spec: &TaskSpec) -> std::result::Result<Option<Roads>, String> {
+    let Some(sandbox) = &spec.sandbox else { return Ok(None) };
+    let gateway =
+        super::gateway::open(store, token).map_err(|e| format!("cannot open its sandbox's road to the lead: {e}"))?;
+    let network = match Plan::of(sandbox) {
+        Some(plan) => {
+            let road = network::open(plan.clone()).map_err(|e| format!("cannot open its sandbox's network: {e}"))?;
+            Some((road, plan))
+        }
+        None => None,
+    };
+    Ok(Some(Roads { gateway, network }))
+}
+
 /// The namespaces every sandbox has, and what it may not do in them.
 // Not `--die-with-parent`: a halt's SIGTERM reaches bubblewrap with the agent, and the agent
 // must get its grace, not the SIGKILL bubblewrap's death would bring it.
@@ -88,19 +113,26 @@ const NAMESPACES: &[&str] = &[
 ];
 
 /// The program and argv that run `program` (with `argv`'s arguments) in `sandbox`, in `cwd`,
-/// with the seccomp program bubblewrap reads from descriptor `seccomp`.
-pub fn command(
+/// with the seccomp program bubblewrap reads from descriptor `seccomp`, and for an allow-list,
+/// agentctl's own first step (`network::enter`) handing its sockets back on descriptor
+/// `network.0`.
+pub(super) fn command(
     sandbox: &Sandbox,
     program: &Path,
     argv: &[String],
     cwd: &Path,
     seccomp: i32,
+    network: Option<(i32, &Plan)>,
 ) -> Option<(PathBuf, Vec<String>)> {
     let bwrap = bwrap()?;
+    let agentctl = match network {
+        Some(_) => Some(std::env::current_exe().ok()?),
+        None => None,
+    };
     let mut args: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
     args.extend(NAMESPACES.iter().map(|s| s.to_string()));
     args.extend(["--seccomp".into(), seccomp.to_string()]);
-    if sandbox.network == Network::None {
+    if sandbox.network != Network::Host {
         args.push("--unshare-net".into());
     }
     args.extend(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"].map(String::from));
@@ -115,7 +147,7 @@ pub fn command(
     // git there after it (a hook or `core.fsmonitor` would run outside the sandbox).
     let gits: Vec<PathBuf> = sandbox.write.iter().map(|p| p.join(".git")).filter(|g| g.exists()).collect();
     mounts.extend(gits.iter().map(|g| (g.as_path(), Mount::Read)));
-    mounts.extend(sandbox.read.iter().map(|p| (p.as_path(), Mount::Read)));
+    mounts.extend(sandbox.read.iter().chain(&agentctl).map(|p| (p.as_path(), Mount::Read)));
     mounts.extend(sandbox.hide.iter().map(|p| (p.as_path(), Mount::Hide)));
     mounts.sort_by_key(|(p, _)| p.components().count());
     for (path, how) in mounts {
@@ -132,6 +164,11 @@ pub fn command(
         args.extend(["--remount-ro".into(), hidden.to_string_lossy().into_owned()]);
     }
     args.extend(["--chdir".into(), cwd.to_string_lossy().into_owned(), "--".into()]);
+    if let (Some(agentctl), Some((fd, plan))) = (&agentctl, network) {
+        let listens: Vec<String> = plan.listens().iter().map(|a| a.to_string()).collect();
+        args.extend([agentctl.to_string_lossy().into_owned(), network::COMMAND.into(), fd.to_string()]);
+        args.extend([listens.join(","), "--".into()]);
+    }
     args.push(program.to_string_lossy().into_owned());
     args.extend(argv.iter().skip(1).cloned());
     Some((bwrap, args))

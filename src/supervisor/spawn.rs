@@ -19,6 +19,7 @@ use nix::sys::wait::waitpid;
 use nix::unistd::Pid;
 
 use super::backend::Backend;
+use super::sandbox::Roads;
 use crate::task::{TaskCgroup, TaskSpec};
 
 /// Start the agent in its own process group (and `cgroup`), output to `log`, input from `stdin`
@@ -29,11 +30,11 @@ pub(super) fn spawn_agent(
     spec: &TaskSpec,
     cgroup: Option<&TaskCgroup>,
     backend: &dyn Backend,
-    gateway: Option<OwnedFd>,
+    roads: Option<Roads>,
 ) -> std::result::Result<Pid, String> {
     let name = &spec.argv[0];
     let null = File::open("/dev/null").map_err(|e| format!("cannot open /dev/null: {e}"))?;
-    let exec = Exec::new(spec, backend, gateway).map_err(|e| format!("cannot run `{name}`: {e}"))?;
+    let exec = Exec::new(spec, backend, roads).map_err(|e| format!("cannot run `{name}`: {e}"))?;
     let joins = cgroup.map(super::cgroup::join_files).transpose()?.unwrap_or_default();
     let mut join = [-1; MAX_JOINS];
     for (slot, f) in join.iter_mut().zip(&joins) {
@@ -231,12 +232,12 @@ struct Exec {
     envp: Vec<*const libc::c_char>,
     /// The seccomp program's pipe, open until the child has it.
     _seccomp: Option<OwnedFd>,
-    /// The agent's end of its sandbox's road to the lead, open until the child has it.
-    _gateway: Option<OwnedFd>,
+    /// The agent's ends of its sandbox's roads, open until the child has them.
+    _roads: Option<Roads>,
 }
 
 impl Exec {
-    fn new(spec: &TaskSpec, backend: &dyn Backend, gateway: Option<OwnedFd>) -> io::Result<Exec> {
+    fn new(spec: &TaskSpec, backend: &dyn Backend, roads: Option<Roads>) -> io::Result<Exec> {
         let c = |bytes: &[u8]| {
             CString::new(bytes).map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a NUL byte in an argument"))
         };
@@ -247,7 +248,8 @@ impl Exec {
             Some(sandbox) => {
                 let pipe = super::seccomp::pipe(&super::seccomp::program().map_err(io::Error::other)?)?;
                 let fd = pipe.as_raw_fd();
-                let (program, argv) = super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd, fd)
+                let network = roads.as_ref().and_then(|r| r.network.as_ref()).map(|(fd, plan)| (fd.as_raw_fd(), plan));
+                let (program, argv) = super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd, fd, network)
                     .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "bubblewrap (bwrap) is needed"))?;
                 (program, argv, Some(pipe))
             }
@@ -269,8 +271,10 @@ impl Exec {
         }
         backend.environment(&mut env);
         env.extend(spec.env.iter().map(|(k, v)| (OsString::from(k), OsString::from(v))));
-        if let Some(fd) = &gateway {
-            env.insert(crate::ops::gateway::FD_VARIABLE.into(), fd.as_raw_fd().to_string().into());
+        if let Some(roads) = &roads {
+            env.insert(crate::ops::gateway::FD_VARIABLE.into(), roads.gateway.as_raw_fd().to_string().into());
+            let proxy = roads.network.iter().flat_map(|(_, plan)| plan.environment());
+            env.extend(proxy.map(|(k, v)| (OsString::from(k), OsString::from(v))));
         }
         let args = argv.iter().map(|a| c(a.as_bytes())).collect::<io::Result<Vec<_>>>()?;
         let vars = env
@@ -291,7 +295,7 @@ impl Exec {
         let mut strings = args;
         strings.extend(vars);
         strings.push(sh);
-        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp, _seccomp: seccomp, _gateway: gateway })
+        Ok(Exec { program, cwd, _strings: strings, argv, sh_argv, envp, _seccomp: seccomp, _roads: roads })
     }
 }
 

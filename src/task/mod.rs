@@ -1,6 +1,7 @@
 //! The pure domain: validated names, what a task is asked to run, and the states it goes through.
 
 mod after;
+mod allow;
 mod backend;
 mod budget;
 mod containment;
@@ -19,6 +20,7 @@ mod token;
 mod turn;
 
 pub use after::{After, Awaited, answers};
+pub use allow::{Endpoint, endpoints};
 pub use backend::{
     Backend, BackendKind, NOT_SCHEDULED, SlurmEnd, SlurmJob, SlurmSettings, is_allocation_variable, slurm_job_name,
 };

@@ -42,7 +42,8 @@ pub enum Network {
     None,
     /// The machine's, as without a sandbox.
     Host,
-    /// Only these `host:port`s.
+    /// Only these `host:port`s (`task::allow`): those on this machine's loopback directly,
+    /// the others through a proxy outside.
     #[serde(untagged)]
     Allow(Vec<String>),
 }
@@ -105,8 +106,8 @@ impl SandboxSettings {
         let hide = self.hide.iter().map(|p| expand(p)).collect::<Result<Vec<_>, _>>()?;
         let hide = hide.iter().filter_map(|p| std::fs::canonicalize(p).ok()).collect();
         let home = std::fs::canonicalize(home).unwrap_or_else(|_| home.to_owned());
-        if let Network::Allow(_) = self.network {
-            return Err("a network allow-list is not supported yet: use `network = \"none\"` or `\"host\"`".into());
+        if let Network::Allow(entries) = &self.network {
+            super::allow::endpoints(entries)?;
         }
         Ok(Sandbox {
             name: name.to_owned(),

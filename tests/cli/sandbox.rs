@@ -135,6 +135,78 @@ fn network_none_leaves_only_its_own_loopback_and_host_leaves_the_machines() {
     assert!(log.contains("connected"), "{log}");
 }
 
+/// A server on this machine's loopback that answers each connection with `hello-NAME`: its port.
+fn hello_server(name: &'static str) -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in listener.incoming().flatten() {
+            use std::io::{Read, Write};
+            let mut head = [0u8; 1024];
+            let _ = conn.read(&mut head);
+            let _ = conn.write_all(format!("HTTP/1.0 200 OK\r\n\r\nhello-{name}").as_bytes());
+        }
+    });
+    port
+}
+
+/// What the agent of the allow-list test tries: each line `what: how it went`.
+const PROBE: &str = r#"
+import os, socket, sys
+a, b, c = (int(p) for p in sys.argv[1:4])
+proxy = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+
+def talk(port, *said):
+    try:
+        s = socket.create_connection(("127.0.0.1", port), 10)
+        s.settimeout(10)
+        got = b""
+        for line in said:
+            s.sendall(line.encode())
+            got += s.recv(4096)
+        while (more := s.recv(4096)):
+            got += more
+        return got.decode().replace("\r\n", " ").strip()
+    except OSError as e:
+        return f"failed {e.strerror}"
+
+print("direct-listed:", talk(a, "GET / HTTP/1.0\r\n\r\n"))
+print("direct-unlisted:", talk(b, "GET / HTTP/1.0\r\n\r\n"))
+print("connect-name:", talk(proxy, f"CONNECT localhost:{c} HTTP/1.1\r\n\r\n", "GET / HTTP/1.0\r\n\r\n"))
+print("plain-name:", talk(proxy, f"GET http://localhost:{c}/ HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+print("connect-unlisted:", talk(proxy, f"CONNECT 127.0.0.1:{b} HTTP/1.1\r\n\r\n"))
+print("connect-elsewhere:", talk(proxy, "CONNECT elsewhere.example:443 HTTP/1.1\r\n\r\n"))
+"#;
+
+#[test]
+fn an_allow_list_admits_its_hosts_directly_or_through_its_proxy_and_refuses_the_rest() {
+    let (a, b, c) = (hello_server("a"), hello_server("b"), hello_server("c"));
+    let toml = format!("[sandboxes.listed]\nwrite = [\"{{cwd}}\"]\nnetwork = [\"127.0.0.1:{a}\", \"localhost:{c}\"]\n");
+    let s = Setup::new(&toml);
+    std::fs::write(s.at("proj/probe.py"), PROBE).unwrap();
+    let (log, v) = s.sandboxed("listed", &format!("python3 probe.py {a} {b} {c}"));
+    let said = |what: &str| log.lines().find_map(|l| l.strip_prefix(&format!("{what}: "))).unwrap_or_default();
+    // Its listed address on this machine's loopback, as it is.
+    assert_eq!(said("direct-listed"), "HTTP/1.0 200 OK  hello-a", "{log}");
+    assert_eq!(said("direct-unlisted"), "failed Connection refused", "{log}");
+    // A listed host, by name, through the proxy: tunnelled, or a plain request.
+    assert!(said("connect-name").starts_with("HTTP/1.1 200 Connection established"), "{log}");
+    assert!(said("connect-name").ends_with("hello-c"), "{log}");
+    assert_eq!(said("plain-name"), "HTTP/1.0 200 OK  hello-c", "{log}");
+    // Anything else the proxy refuses, saying why.
+    for what in ["connect-unlisted", "connect-elsewhere"] {
+        assert!(said(what).starts_with("HTTP/1.1 403 Forbidden"), "{what}: {log}");
+        assert!(said(what).contains("its network allow-list is 127.0.0.1:"), "{what}: {log}");
+    }
+    let note = v["note"].as_str().unwrap_or_default();
+    assert!(
+        note.contains(&format!("network allow-list refused 2 connection(s), to 127.0.0.1:{b}, elsewhere.example:443")),
+        "{v}"
+    );
+    let st = s.run(&["status", v["token"].as_str().unwrap()], 0).stdout;
+    assert!(st.contains(&format!("network 127.0.0.1:{a}, localhost:{c}")), "{st}");
+}
+
 #[test]
 fn a_template_a_pool_or_the_file_chooses_a_sandbox_and_none_opts_out() {
     let toml = format!(
@@ -160,14 +232,14 @@ fn a_template_a_pool_or_the_file_chooses_a_sandbox_and_none_opts_out() {
 #[test]
 fn a_sandbox_that_cannot_be_made_is_refused_before_anything_runs() {
     let toml = format!(
-        "{FENCED}\n[sandboxes.allow]\nnetwork = [\"example.com:443\"]\n[sandboxes.missing]\nwrite = [\"/no/such/dir\"]\n"
+        "{FENCED}\n[sandboxes.allow]\nnetwork = [\"example.com\"]\n[sandboxes.missing]\nwrite = [\"/no/such/dir\"]\n"
     );
     let s = Setup::new(&toml);
     let marker = s.at("proj/ran");
     let script = format!("touch {}", marker.display());
     for (profile, says) in [
         ("nope", "sandbox `nope` (--sandbox) is not defined (defined: allow, fenced, missing)"),
-        ("allow", "a network allow-list is not supported yet"),
+        ("allow", "network entry `example.com` has no port: write `host:port`"),
         ("missing", "`/no/such/dir` (/no/such/dir) does not exist"),
     ] {
         let r = s.run(&["run", "--sync", "--sandbox", profile, "--", "sh", "-c", &script], 2);

@@ -106,6 +106,9 @@ impl Supervisor {
         {
             self.add_note(refused);
         }
+        if let Some(refused) = crate::supervisor::network::refusals() {
+            self.add_note(refused);
+        }
         if let Some(wt) = &self.spec.worktree {
             match crate::worktree::changes(wt) {
                 Ok(c) => self.rec.changes = Some(c),

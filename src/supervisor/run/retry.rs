@@ -113,9 +113,8 @@ impl Supervisor {
         // Its input anew: the question first again.
         let spawned = out.and_then(|out| {
             let (input, stdin) = Input::for_run(&self.spec)?;
-            let gateway = crate::supervisor::gateway::for_run(&self.store, self.rec.token, &self.spec)?;
-            spawn_agent(&out, stdin.as_ref(), &self.spec, self.cgroup(), &*self.backend, gateway)
-                .map(|pid| (pid, input))
+            let roads = crate::supervisor::sandbox::roads(&self.store, self.rec.token, &self.spec)?;
+            spawn_agent(&out, stdin.as_ref(), &self.spec, self.cgroup(), &*self.backend, roads).map(|pid| (pid, input))
         });
         let pid = match spawned {
             Ok((pid, input)) => {

@@ -204,8 +204,8 @@ impl Supervisor {
         let spawned = match opened {
             Ok((output, log)) => Input::for_run(&spec).and_then(|(input, stdin)| {
                 let cgroup = contained.as_ref().map(|c| &c.made.cgroup);
-                let gateway = crate::supervisor::gateway::for_run(&store, token, &spec)?;
-                spawn_agent(&output, stdin.as_ref(), &spec, cgroup, &*backend, gateway).map(|pid| (pid, log, input))
+                let roads = crate::supervisor::sandbox::roads(&store, token, &spec)?;
+                spawn_agent(&output, stdin.as_ref(), &spec, cgroup, &*backend, roads).map(|pid| (pid, log, input))
             }),
             Err(e) => Err(format!("cannot open log {}: {}", log_path.display(), crate::store::files::describe(&e))),
         };

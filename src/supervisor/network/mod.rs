@@ -1,0 +1,181 @@
+//! A sandbox's network allow-list made real. The agent has a network namespace of its own,
+//! with only a loopback; the supervisor, outside, is its only way out:
+//! - each allowed `host:port` on this machine's loopback (`127.0.0.1:8080`, `localhost:8080`)
+//!   is reached at the same address inside, forwarded to the real one outside;
+//!   each other one through an HTTP proxy (CONNECT, or a plain `http://` request) at
+//!   `127.0.0.1:3128` inside, which the agent's `HTTPS_PROXY` and `HTTP_PROXY` name, and which
+//!   lets through only what the list names.
+//!
+//! The listening sockets are made inside, where nothing else can make them, by `inside::enter`
+//! (agentctl itself, which bubblewrap runs before the agent: it listens, hands the sockets to
+//! the supervisor over an inherited descriptor, and executes the agent), and accepted outside:
+//! a socket belongs to the network it was made in, whoever holds it.
+
+mod inside;
+mod proxy;
+
+use std::io::IoSliceMut;
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::Mutex;
+
+use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
+
+pub use inside::{COMMAND, enter};
+
+use crate::task::{Endpoint, Network, Sandbox};
+
+/// What a sandbox with an allow-list listens on inside, and where each goes.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The proxy's address inside.
+    pub proxy: SocketAddr,
+    /// Addresses forwarded as they are to the same address outside.
+    forwards: Vec<SocketAddr>,
+    allowed: Vec<Endpoint>,
+    /// The list as the profile wrote it.
+    entries: Vec<String>,
+}
+
+impl Plan {
+    /// The plan of `sandbox`'s network: none unless it has an allow-list.
+    pub fn of(sandbox: &Sandbox) -> Option<Plan> {
+        let Network::Allow(entries) = &sandbox.network else { return None };
+        // Checked when the task was made.
+        let allowed = crate::task::endpoints(entries).ok()?;
+        let mut forwards: Vec<SocketAddr> = allowed.iter().flat_map(Endpoint::on_loopback).collect();
+        forwards.sort();
+        forwards.dedup();
+        // The proxy's usual port, or the next one the list leaves free.
+        let port = (3128..).find(|p| !forwards.iter().any(|f| f.port() == *p)).unwrap_or(3128);
+        Some(Plan {
+            proxy: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
+            forwards,
+            allowed,
+            entries: entries.clone(),
+        })
+    }
+
+    /// Every address to listen on inside, the proxy's first.
+    pub fn listens(&self) -> Vec<SocketAddr> {
+        std::iter::once(self.proxy).chain(self.forwards.iter().copied()).collect()
+    }
+
+    /// The variables that send the agent's HTTP clients to the proxy, and those for this
+    /// machine's loopback straight to its forwards.
+    pub fn environment(&self) -> Vec<(&'static str, String)> {
+        let url = format!("http://{}", self.proxy);
+        let direct = "localhost,127.0.0.1,::1".to_owned();
+        let mut vars = Vec::new();
+        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
+            vars.push((name, url.clone()));
+        }
+        for name in ["http_proxy", "https_proxy", "all_proxy"] {
+            vars.push((name, url.clone()));
+        }
+        vars.push(("NO_PROXY", direct.clone()));
+        vars.push(("no_proxy", direct));
+        vars
+    }
+
+    /// The list, for a refusal's words.
+    fn allowed_line(&self) -> String {
+        self.entries.join(", ")
+    }
+
+    /// Whether the list lets the agent reach `host:port`.
+    fn admits(&self, host: &str, port: u16) -> bool {
+        self.allowed.iter().any(|e| e.admits(host, port))
+    }
+}
+
+/// Open the road `inside::enter` hands its listening sockets back on: the end the agent's
+/// process inherits; a thread takes them at the other and serves each from then on.
+pub(super) fn open(plan: Plan) -> std::io::Result<OwnedFd> {
+    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)?;
+    nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))?;
+    std::thread::Builder::new().name("network".into()).spawn(move || take(&plan, &ours))?;
+    Ok(theirs)
+}
+
+/// Take the sockets `inside::enter` made (its one message: their addresses, comma-separated,
+/// and the descriptors in the same order) and accept on each.
+fn take(plan: &Plan, ours: &OwnedFd) {
+    let mut text = vec![0u8; 16 * 1024];
+    let mut iov = [IoSliceMut::new(&mut text)];
+    let mut space = nix::cmsg_space!([RawFd; inside::MAX_LISTENS]);
+    let received = loop {
+        match recvmsg::<()>(ours.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(_) => return,
+            Ok(m) => break m,
+        }
+    };
+    let fds: Vec<RawFd> = received
+        .cmsgs()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| match c {
+            ControlMessageOwned::ScmRights(fds) => Some(fds),
+            _ => None,
+        })
+        .flatten()
+        .collect();
+    let length = received.bytes;
+    // SAFETY: each descriptor was just received, so it is ours alone.
+    let sockets: Vec<OwnedFd> = fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect();
+    let text = String::from_utf8_lossy(&text[..length]).into_owned();
+    for (addr, socket) in text.split(',').zip(sockets) {
+        let Ok(addr) = addr.parse::<SocketAddr>() else { continue };
+        let listener = TcpListener::from(socket);
+        let plan = plan.clone();
+        let to = match addr == plan.proxy {
+            true => None,
+            false if plan.forwards.contains(&addr) => Some(addr),
+            false => continue,
+        };
+        let _ = std::thread::Builder::new().name("network".into()).spawn(move || accept(&plan, &listener, to));
+    }
+}
+
+/// Accept the agent's connections on `listener` for as long as it has any: each forwarded
+/// to `to`, or served by the proxy.
+fn accept(plan: &Plan, listener: &TcpListener, to: Option<SocketAddr>) {
+    loop {
+        let conn = match listener.accept() {
+            Ok((conn, _)) => conn,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            Err(_) => return,
+        };
+        let plan = plan.clone();
+        let _ = std::thread::Builder::new().name("network".into()).stack_size(256 * 1024).spawn(move || match to {
+            Some(to) => {
+                if let Ok(out) = TcpStream::connect(to) {
+                    proxy::relay(conn, out, &[]);
+                }
+            }
+            None => proxy::serve(&plan, conn),
+        });
+    }
+}
+
+/// The connections the proxy refused: how many, and the first few places they were for.
+static REFUSED: Mutex<(usize, Vec<String>)> = Mutex::new((0, Vec::new()));
+
+fn refused(target: &str) {
+    let mut r = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+    r.0 += 1;
+    if r.1.len() < 3 && !r.1.iter().any(|t| t == target) {
+        r.1.push(target.to_owned());
+    }
+}
+
+/// The task's note on what its allow-list refused, if it refused anything.
+pub fn refusals() -> Option<String> {
+    let r = REFUSED.lock().unwrap_or_else(|e| e.into_inner());
+    (r.0 > 0).then(|| format!("its sandbox's network allow-list refused {} connection(s), to {}", r.0, r.1.join(", ")))
+}
