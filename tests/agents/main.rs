@@ -16,6 +16,7 @@ mod builtin;
 mod clis;
 mod fake_api;
 mod followups;
+mod sandbox;
 mod smoke;
 mod steering;
 mod steps;

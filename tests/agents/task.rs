@@ -23,7 +23,8 @@ impl Task {
         Task::run_in(home, cli, "--async", flags, 0)
     }
 
-    fn run_in(home: Home, cli: &Cli, mode: &str, flags: &[&str], code: i32) -> (Task, Value) {
+    /// `run MODE [FLAGS…] -- CLI…` in `home`, which exits `code`; the task and its result.
+    pub fn run_in(home: Home, cli: &Cli, mode: &str, flags: &[&str], code: i32) -> (Task, Value) {
         // A hang guard: a CLI that retries a failing API for ever ends as expired.
         let args: Vec<&str> = ["--json", "run", mode, "--timeout", "5m"]
             .into_iter()

@@ -100,26 +100,58 @@ fn the_agent_writes_only_in_its_directory_and_the_users_files_stay_as_they_were(
 }
 
 #[test]
-fn it_cannot_undo_its_sandbox_nor_reach_the_home() {
+fn it_cannot_undo_its_sandbox_nor_reach_the_home_nor_its_supervisor() {
     let s = Setup::new(FENCED);
     let home = s.h.path().display().to_string();
+    // Another task's log, which it must not touch.
+    let other = s.run(&["--json", "run", "--sync", "--", "echo", "theirs"], 0).json();
+    let other_log = other["log_path"].as_str().unwrap().to_owned();
     let db_before = std::fs::read(s.h.path().join("agentctl.db")).unwrap();
+    // It waits for its supervisor's pid, which the test hands it once it runs.
+    let pid_file = s.at("proj/supervisor.pid");
     let script = format!(
         "unshare -U true || echo refused-userns
          unshare -m true || echo refused-unshare
          mount -t tmpfs none /mnt || echo refused-mount
          test -e {home}/agentctl.db || echo no-database
          echo x > {home}/agentctl.db || echo refused-database
-         ls /proc | grep -c '^[0-9]'"
+         echo x >> {other_log} || echo refused-log
+         echo x > /proc/self/root{marker} || echo refused-proc-root
+         test -e /proc/1/root{home}/agentctl.db || echo no-database-by-proc
+         while ! test -s {pid_file}; do sleep 0.05; done; sup=$(cat {pid_file})
+         kill -0 $sup || echo no-supervisor
+         python3 -c 'import ctypes, sys; c = ctypes.CDLL(None, use_errno=True); \
+             print(\"ptrace\", c.ptrace(16, int(sys.argv[1]), 0, 0), ctypes.get_errno())' $sup
+         ls /proc | grep -c '^[0-9]'",
+        pid_file = pid_file.display(),
+        marker = s.at("other/escaped").display(),
     );
-    let (log, _) = s.sandboxed("fenced", &script);
-    for says in ["refused-userns", "refused-unshare", "refused-mount", "no-database", "refused-database"] {
+    let v = s.run(&["--json", "run", "--async", "--sandbox", "fenced", "--", "sh", "-c", &script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    std::fs::write(&pid_file, s.h.supervisor_pid(&token).to_string()).unwrap();
+    let v = s.run(&["--json", "await", &token], 0).json();
+    let log = std::fs::read_to_string(v["log_path"].as_str().unwrap()).unwrap();
+    for says in [
+        "refused-userns",
+        "refused-unshare",
+        "refused-mount",
+        "no-database",
+        "refused-database",
+        "refused-log",
+        "refused-proc-root",
+        "no-database-by-proc",
+        "no-supervisor",
+    ] {
         assert!(log.contains(says), "{says} missing: {log}");
     }
-    // It sees its own processes only (the supervisor is not one it can name, let alone trace).
+    // Its supervisor is no process it can name, let alone trace (ESRCH).
+    assert!(log.contains("ptrace -1 3"), "{log}");
+    // It sees its own processes only.
     let seen: u32 = log.lines().last().unwrap().trim().parse().unwrap();
     assert!(seen < 10, "{seen} processes visible: {log}");
     assert_eq!(std::fs::read(s.h.path().join("agentctl.db")).unwrap().len(), db_before.len());
+    assert_eq!(std::fs::read_to_string(&other_log).unwrap(), "theirs\n");
+    assert!(!s.at("other/escaped").exists());
 }
 
 #[test]
