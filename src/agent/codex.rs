@@ -62,6 +62,28 @@ impl Agent for Codex {
     fn resumed_usage_is_total(&self) -> bool {
         true
     }
+
+    /// `--sandbox danger-full-access` in place of its own sandbox (`--sandbox`/`-s MODE`,
+    /// `--full-auto`): its bubblewrap cannot make the namespaces it needs inside agentctl's.
+    fn in_sandbox(&self, mut argv: Vec<String>) -> Vec<String> {
+        let options = argv.iter().position(|a| a == "--").unwrap_or(argv.len());
+        let unfenced =
+            |a: &String| a.contains("danger-full-access") || a == "--dangerously-bypass-approvals-and-sandbox";
+        if argv[..options].iter().any(unfenced) {
+            return argv;
+        }
+        let mode = argv[..options].iter().position(|a| a == "--sandbox" || a == "-s");
+        if let Some(value) = mode.map(|at| at + 1).filter(|&v| v < options) {
+            argv[value] = "danger-full-access".to_owned();
+        } else if let Some(flag) = argv[..options].iter_mut().find(|a| a.starts_with("--sandbox=")) {
+            *flag = "--sandbox=danger-full-access".to_owned();
+        } else {
+            let at = if argv.get(1).is_some_and(|a| a == "exec") { 2 } else { 1.min(argv.len()) };
+            argv.splice(at..at, ["--sandbox".to_owned(), "danger-full-access".to_owned()]);
+        }
+        argv.retain(|a| a != "--full-auto");
+        argv
+    }
 }
 
 /// The usage of one resumed run: its thread's total (`total`, as the stream reports it) less
@@ -201,6 +223,27 @@ mod tests {
 
     fn answer(log: &str) -> String {
         read_answer(&mut Cursor::new(log), DEFAULT_CAP, |tail| Codex.answer(tail)).unwrap()
+    }
+
+    #[test]
+    fn in_a_sandbox_its_tools_run_in_agentctls() {
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        for (before, after) in [
+            (
+                "codex exec --json --sandbox workspace-write -- Go",
+                "codex exec --json --sandbox danger-full-access -- Go",
+            ),
+            ("codex exec -s read-only Go", "codex exec -s danger-full-access Go"),
+            ("codex exec --sandbox=read-only Go", "codex exec --sandbox=danger-full-access Go"),
+            ("codex exec --full-auto Go", "codex exec --sandbox danger-full-access Go"),
+            (
+                "codex exec --dangerously-bypass-approvals-and-sandbox Go",
+                "codex exec --dangerously-bypass-approvals-and-sandbox Go",
+            ),
+            ("codex exec -- -s read-only", "codex exec --sandbox danger-full-access -- -s read-only"),
+        ] {
+            assert_eq!(Codex.in_sandbox(words(before)), words(after), "{before}");
+        }
     }
 
     #[test]

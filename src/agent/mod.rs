@@ -89,6 +89,13 @@ pub trait Agent {
         false
     }
 
+    /// The command `argv` as it runs in agentctl's sandbox: an agent whose own sandbox for its
+    /// tools cannot start inside another (Codex's bubblewrap) is told to run them unfenced
+    /// by itself, agentctl's sandbox fencing them instead.
+    fn in_sandbox(&self, argv: Vec<String>) -> Vec<String> {
+        argv
+    }
+
     /// A user message as the line the agent reads on its stdin.
     fn message_line(&self, text: &str) -> String {
         format!("{text}\n")

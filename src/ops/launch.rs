@@ -254,6 +254,10 @@ pub(super) async fn launch_from(
         let deadline_ms = deadline.map(|d| d.as_millis() as u64);
         let (argv, backend) = backend.command(argv, &program, token, &cwd, deadline_ms);
         let sandbox = sandbox.as_ref().map(|s| s.for_task(store, &template, &req.role, token, &cwd)).transpose()?;
+        let argv = match &sandbox {
+            Some(_) => crate::agent::kind(template.agent_kind()).in_sandbox(argv),
+            None => argv,
+        };
         let spec = TaskSpec {
             argv,
             program: Some(program.clone()),

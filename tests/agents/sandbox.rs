@@ -1,6 +1,7 @@
-//! Claude Code in a sandbox: its worktree, its config and a temp directory writable, the fake
-//! model API the only address it reaches, a memory limit; it completes its task, and a halt
-//! of it mid-tool leaves nothing running.
+//! Claude Code and Codex in a sandbox: the worktree, the CLI's config and a temp directory
+//! writable, the fake model API the only address it reaches, a memory limit; each completes its
+//! task (Codex with its tools in agentctl's sandbox, its own cannot start inside), and a halt
+//! of Claude mid-tool leaves nothing running.
 
 use std::path::Path;
 use std::time::Duration;
@@ -10,10 +11,10 @@ use crate::common::{Home, wait_until};
 use crate::fake_api::FakeApi;
 use crate::task::Task;
 
-/// Claude against `api` in a git repository, and a home whose profile `api` lets it reach only
-/// the fake API, in pool `fenced` (a memory limit).
-fn sandboxed(api: &FakeApi) -> (Cli, Home) {
-    let mut cli = clis::claude(api);
+/// `cli` against `api` in a git repository, and a home whose profile `api` lets it write its
+/// worktree, a temp directory and `config` of its HOME, and reach only the fake API, in pool
+/// `fenced` (a memory limit).
+fn sandboxed(mut cli: Cli, api: &FakeApi, config: &[&str]) -> (Cli, Home) {
     let work = cli.work();
     for args in [
         &["init", "-q"][..],
@@ -22,18 +23,24 @@ fn sandboxed(api: &FakeApi) -> (Cli, Home) {
         assert!(std::process::Command::new("git").args(args).current_dir(&work).status().unwrap().success());
     }
     let (home, tmp) = (cli.home(), cli.dir().join("tmp"));
-    std::fs::create_dir_all(home.join(".claude")).unwrap();
-    std::fs::write(home.join(".claude.json"), "{}").unwrap();
+    for path in config.iter().map(|c| home.join(c)) {
+        match path.extension() {
+            Some(_) => std::fs::write(&path, "{}").unwrap(),
+            None => std::fs::create_dir_all(&path).unwrap(),
+        }
+    }
     std::fs::create_dir_all(&tmp).unwrap();
+    let config: Vec<String> = config.iter().map(|c| format!("\"~/{c}\", ")).collect();
     cli.env.push(("TMPDIR".into(), tmp.display().to_string()));
     let port = api.base().rsplit(':').next().unwrap().to_owned();
     let h = Home::new();
     h.init();
     let names: Vec<String> = cli.env.iter().map(|(k, _)| format!("\"{k}\"")).collect();
     let toml = format!(
-        "[sandboxes.api]\nwrite = [\"{{cwd}}\", \"~/.claude\", \"~/.claude.json\", \"{tmp}\"]\n\
+        "[sandboxes.api]\nwrite = [\"{{cwd}}\", {config}\"{tmp}\"]\n\
          network = [\"127.0.0.1:{port}\"]\nenv = [{names}]\n\n[pools.fenced]\nmemory = \"2G\"\n",
         tmp = tmp.display(),
+        config = config.concat(),
         names = names.join(", ")
     );
     std::fs::write(h.path().join("agents.toml"), toml).unwrap();
@@ -42,10 +49,25 @@ fn sandboxed(api: &FakeApi) -> (Cli, Home) {
 
 const FLAGS: [&str; 5] = ["--sandbox", "api", "--pool", "fenced", "--worktree"];
 
+const CLAUDE: [&str; 2] = [".claude", ".claude.json"];
+
 #[test]
 fn claude_completes_its_task_in_a_sandbox_reaching_only_its_api() {
     let api = FakeApi::start("streams.json");
-    let (cli, home) = sandboxed(&api);
+    completes(sandboxed(clis::claude(&api), &api, &CLAUDE), &api);
+}
+
+#[test]
+fn codex_completes_its_task_in_a_sandbox_its_tools_in_agentctls() {
+    let api = FakeApi::start("streams.json");
+    let (cli, home) = sandboxed(clis::codex(&api), &api, &[".codex"]);
+    let log = completes((cli, home), &api);
+    // Its shell step ran (in its own sandbox it could not have).
+    assert!(log.contains(r#""aggregated_output":"step one\n""#), "{log}");
+}
+
+/// Run `cli` in its sandbox to its end, which must be complete and as the script says: its log.
+fn completes((cli, home): (Cli, Home), api: &FakeApi) -> String {
     let (task, v) = Task::run_in(home, &cli, "--sync", &FLAGS, 0);
     let log = task.log(&v);
     assert_eq!(v["status"], "completed", "{v}\nlog:\n{log}\nrequests:\n{}", api.requests());
@@ -61,12 +83,13 @@ fn claude_completes_its_task_in_a_sandbox_reaching_only_its_api() {
         assert_eq!(st["containment"]["limits"]["memory_bytes"], 2u64 << 30, "{st}");
     }
     assert!(v["note"].is_null(), "the sandbox refused it something: {v}\nlog:\n{log}");
+    log
 }
 
 #[test]
 fn a_halt_of_claude_mid_tool_in_its_sandbox_leaves_nothing() {
     let api = FakeApi::start("steer.json");
-    let (cli, home) = sandboxed(&api);
+    let (cli, home) = sandboxed(clis::claude(&api), &api, &CLAUDE);
     let (task, _) = Task::run_in(home, &cli, "--async", &FLAGS, 0);
     // Its shell tool's `sleep 20` under way.
     wait_until(Duration::from_secs(60), "claude's tool call", || {
