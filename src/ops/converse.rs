@@ -79,22 +79,21 @@ pub fn all_pending(store: &Store, token: Token) -> Result<Vec<Question>> {
 /// error, never a hang.
 pub async fn ask_lead(store: &Store, text: &str, choices: &[String], limit: Option<Duration>) -> Result<Asked> {
     check_text(text, "question", MAX_QUESTION)?;
-    ask_lead_as(store, own_task(store, "ask-lead")?, text, choices, limit).await
+    ask_lead_as(store, own_task(store, "ask-lead")?, (text, choices), limit, Holder::new(0)).await
 }
 
-/// `ask_lead` for task `rec`.
+/// `ask_lead` for task `rec`, asked by `asker` (the question stands while it lives).
 pub async fn ask_lead_as(
     store: &Store,
     rec: TaskRecord,
-    text: &str,
-    choices: &[String],
+    (text, choices): (&str, &[String]),
     limit: Option<Duration>,
+    asker: Holder,
 ) -> Result<Asked> {
     check_text(text, "question", MAX_QUESTION)?;
     let deadline = limit.map(|d| Instant::now() + d);
     // Watch first, then ask: an answer that comes at once still wakes us.
     let mut rung = Changes::watch(&store.events().bell(rec.token.as_str())?)?;
-    let asker = Holder::new(0);
     let q = blocking(|| store.ask(rec.token, &rec.role, &rec.session, text, choices, asker.as_str()))?;
     loop {
         let now = blocking(|| store.question(&q.id))?.unwrap_or(q.clone());

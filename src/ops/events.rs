@@ -61,6 +61,12 @@ impl Holder {
         })
     }
 
+    /// Process `pid` (not this one), which holds what it holds until it ends.
+    pub fn of_process(pid: i32) -> Holder {
+        let (start, boot) = reach::started(pid).unwrap_or((0, 0));
+        Holder(format!("{pid} {start} {boot:032x} 0"))
+    }
+
     pub(super) fn as_str(&self) -> &str {
         &self.0
     }

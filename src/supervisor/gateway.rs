@@ -69,8 +69,11 @@ fn answer(store: &Store, token: Token, mut conn: UnixStream) {
     // need none (the store's bells are watched by a thread of their own).
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().enable_time().build() else { return };
     let holder = ops::Holder::new(0);
+    // The process that made the connection: the agent's agentctl.
+    let peer = nix::sys::socket::getsockopt(&conn, nix::sys::socket::sockopt::PeerCredentials);
+    let asker = peer.map_or_else(|_| ops::Holder::new(0), |c| ops::Holder::of_process(c.pid()));
     let answer = match serde_json::from_slice::<Call>(&body) {
-        Ok(call) => rt.block_on(run(store, token, call, &holder)),
+        Ok(call) => rt.block_on(run(store, token, call, &holder, asker)),
         Err(e) => Err(Error::Usage(format!("the sandbox's supervisor cannot read that call: {e}"))),
     };
     let answer = answer.unwrap_or_else(|e| Answer::Refused(e.message(crate::error::Frontend::Cli)));
@@ -84,11 +87,14 @@ fn answer(store: &Store, token: Token, mut conn: UnixStream) {
     }
 }
 
-async fn run(store: &Store, token: Token, call: Call, holder: &ops::Holder) -> Result<Answer> {
+async fn run(store: &Store, token: Token, call: Call, holder: &ops::Holder, asker: ops::Holder) -> Result<Answer> {
     let rec = ops::running_task(store, token)?;
     Ok(match call {
         Call::AskLead { text, choices, timeout_ms } => {
-            match ops::ask_lead_as(store, rec, &text, &choices, timeout_ms.map(Duration::from_millis)).await? {
+            // Asked by the agent's `ask-lead` (its pid as this side sees it): killed, it leaves
+            // its question withdrawn, as outside a sandbox.
+            let limit = timeout_ms.map(Duration::from_millis);
+            match ops::ask_lead_as(store, rec, (&text, &choices), limit, asker).await? {
                 ops::Asked::Answered(a) => Answer::Answered(a),
                 ops::Asked::TimedOut => Answer::TimedOut,
             }

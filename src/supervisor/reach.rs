@@ -37,6 +37,11 @@ pub fn lives(pid: i32, start: u64, boot: u128) -> bool {
     boot_id() == Some(boot) && read_proc(pid).is_some_and(|p| p.start == start && p.state != 'Z')
 }
 
+/// When process `pid` started, and in which boot: what `lives` asks for.
+pub fn started(pid: i32) -> Option<(u64, u128)> {
+    Some((read_proc(pid)?.start, boot_id()?))
+}
+
 /// The kernel's id of this boot.
 fn boot_id() -> Option<u128> {
     let text = super::unix::read_pseudo("/proc/sys/kernel/random/boot_id").ok()?;

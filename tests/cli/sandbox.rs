@@ -360,3 +360,22 @@ fn a_sandboxed_agent_asks_its_lead_posts_and_reads_its_inbox_through_its_supervi
     let events = s.run(&["events", "--session", "default"], 0).stdout;
     assert!(events.contains(&format!("{token} (run)")) && events.contains("from inside"), "{events}");
 }
+
+#[test]
+fn a_question_whose_ask_lead_was_killed_inside_is_withdrawn() {
+    let s = Setup::new(FENCED);
+    let gave_up = s.at("proj/gave-up");
+    let script =
+        format!("timeout 1 agentctl ask-lead 'anyone?'; touch {gave_up}; sleep 300", gave_up = gave_up.display());
+    let v = s.run(&["--json", "run", "--async", "--sandbox", "fenced", "--", "sh", "-c", &script], 0).json();
+    let token = v["token"].as_str().unwrap().to_owned();
+    crate::common::wait_until(std::time::Duration::from_secs(30), "the ask-lead to be killed", || gave_up.exists());
+    // Its asker is gone, though its task (and its supervisor) runs on: nobody waits for an answer.
+    let out = s.h.cmd().args(["--json", "status", &token]).output().unwrap();
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(st["status"], "running", "{st}");
+    assert_eq!(st["pending_question"], serde_json::Value::Null, "{st}");
+    let r = s.run(&["reply", &token, "too late"], 2);
+    assert!(r.stderr.contains("has no question waiting"), "{}", r.stderr);
+    s.run(&["halt", &token], 0);
+}
