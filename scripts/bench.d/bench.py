@@ -25,6 +25,7 @@ from line import fig_line
 from notify import fig_notify
 from prune import fig_prune
 from remote import fig_http
+from sandbox import fig_sandbox
 from stream import fig_stream
 
 
@@ -356,7 +357,7 @@ def main():
     figures = [
         fig_start, fig_slack, fig_throughput, fig_memory, fig_log_capture, fig_summary, fig_listing, fig_mcp, fig_history,
         fig_slurm, fig_line, fig_stream, fig_counts, fig_notify,
-        fig_prune, fig_http,
+        fig_prune, fig_http, fig_sandbox,
     ]
     only = set(sys.argv[1:])
     # scripts/bench --against REV: start and throughput of that release too, in this run.

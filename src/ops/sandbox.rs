@@ -33,7 +33,7 @@ pub(super) fn choose(
     }
     let made =
         settings.for_task(&name, cwd, store.home()).map_err(|e| Error::Usage(format!("sandbox `{name}`: {e}")))?;
-    blocking(supervisor::sandbox::available)?;
+    blocking(|| supervisor::sandbox::available(store.home()))?;
     Ok(Some(Chosen { name, settings, checked: cwd.to_owned(), made }))
 }
 

@@ -40,12 +40,32 @@ fn bwrap() -> Option<PathBuf> {
 }
 
 /// Refuse a sandbox this machine cannot give, saying what is missing: bubblewrap, or the
-/// namespaces it needs (tried once: a sandbox that cannot be made never runs the agent).
-pub fn available() -> Result<()> {
-    // Tried once per process (an MCP server starts many): a machine that loses user namespaces
-    // later still never runs an agent unfenced, as bubblewrap then fails its start.
+/// namespaces it needs. Tried once per process (an MCP server starts many) and, once it worked,
+/// once per boot for `home` (its `sandbox.ok` says which boot and which bubblewrap): trying
+/// costs as much as the rest of a start. A machine that loses user namespaces later still never
+/// runs an agent unfenced: bubblewrap then fails its start.
+pub fn available(home: &Path) -> Result<()> {
     static TRIED: OnceLock<std::result::Result<(), String>> = OnceLock::new();
-    TRIED.get_or_init(|| try_bwrap().map_err(|e| e.message(crate::error::Frontend::Cli))).clone().map_err(Error::Usage)
+    let tried = TRIED.get_or_init(|| {
+        let mark = home.join("sandbox.ok");
+        let worked = bwrap().zip(boot()).map(|(b, boot)| format!("{boot} {}\n", b.display()));
+        if worked.as_ref().is_some_and(|w| std::fs::read_to_string(&mark).is_ok_and(|m| m == *w)) {
+            return Ok(());
+        }
+        try_bwrap().map_err(|e| e.message(crate::error::Frontend::Cli))?;
+        if let Some(w) = worked {
+            // Another boot's, or another bubblewrap's, goes.
+            let _ = std::fs::remove_file(&mark);
+            let _ = crate::store::files::create(&mark, w.as_bytes());
+        }
+        Ok(())
+    });
+    tried.clone().map_err(Error::Usage)
+}
+
+/// This boot's id.
+fn boot() -> Option<String> {
+    Some(super::unix::read_pseudo("/proc/sys/kernel/random/boot_id").ok()?.trim().to_owned())
 }
 
 fn try_bwrap() -> Result<()> {

@@ -25,6 +25,10 @@ pub use inside::{COMMAND, enter};
 
 use crate::task::{Endpoint, Network, Sandbox};
 
+/// The first port a process without capabilities may listen on (a new network's
+/// `net.ipv4.ip_unprivileged_port_start`).
+const UNPRIVILEGED: u16 = 1024;
+
 /// What a sandbox with an allow-list listens on inside, and where each goes.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -43,7 +47,10 @@ impl Plan {
         let Network::Allow(entries) = &sandbox.network else { return None };
         // Checked when the task was made.
         let allowed = crate::task::endpoints(entries).ok()?;
-        let mut forwards: Vec<SocketAddr> = allowed.iter().flat_map(Endpoint::on_loopback).collect();
+        // Not a port under 1024: the agent may not listen there in its network (it has no
+        // capability over it), so those it reaches through the proxy alone.
+        let mut forwards: Vec<SocketAddr> =
+            allowed.iter().flat_map(Endpoint::on_loopback).filter(|a| a.port() >= UNPRIVILEGED).collect();
         forwards.sort();
         forwards.dedup();
         // The proxy's usual port, or the next one the list leaves free.

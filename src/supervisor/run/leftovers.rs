@@ -153,7 +153,7 @@ impl Supervisor {
             if gone() {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
