@@ -143,10 +143,10 @@ pub(super) fn command(
     cwd: &Path,
     seccomp: i32,
     network: Option<(i32, &Plan)>,
-) -> Option<(PathBuf, Vec<String>)> {
-    let bwrap = bwrap()?;
+) -> std::result::Result<(PathBuf, Vec<String>), String> {
+    let bwrap = bwrap().ok_or("bubblewrap (bwrap) is needed, and no longer found")?;
     let agentctl = match network {
-        Some(_) => Some(std::env::current_exe().ok()?),
+        Some(_) => Some(own_program().ok_or("its network needs agentctl's own program, which is gone")?),
         None => None,
     };
     let mut args: Vec<String> = vec![bwrap.to_string_lossy().into_owned()];
@@ -191,7 +191,19 @@ pub(super) fn command(
     }
     args.push(program.to_string_lossy().into_owned());
     args.extend(argv.iter().skip(1).cloned());
-    Some((bwrap, args))
+    Ok((bwrap, args))
+}
+
+/// This program's path, for the sandbox to run it as the agent's first step: where it was
+/// started from, or the agentctl installed there since (an upgrade replaces the file, and the
+/// kernel then names the old one `PATH (deleted)`).
+fn own_program() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    if exe.exists() {
+        return Some(exe);
+    }
+    let text = exe.to_str()?;
+    Some(PathBuf::from(text.strip_suffix(" (deleted)")?)).filter(|p| p.exists())
 }
 
 #[derive(Clone, Copy)]

@@ -250,7 +250,7 @@ impl Exec {
                 let fd = pipe.as_raw_fd();
                 let network = roads.as_ref().and_then(|r| r.network.as_ref()).map(|(fd, plan)| (fd.as_raw_fd(), plan));
                 let (program, argv) = super::sandbox::command(sandbox, &program, &spec.argv, &spec.cwd, fd, network)
-                    .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "bubblewrap (bwrap) is needed"))?;
+                    .map_err(|e| io::Error::new(io::ErrorKind::NotFound, e))?;
                 (program, argv, Some(pipe))
             }
             None => (program, spec.argv.clone(), None),
