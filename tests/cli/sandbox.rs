@@ -163,6 +163,9 @@ fn network_none_leaves_only_its_own_loopback_and_host_leaves_the_machines() {
     let probe = format!("bash -c 'exec 3<>/dev/tcp/127.0.0.1/{port}' && echo connected || echo no-connection");
     let (log, _) = s.sandboxed("fenced", &probe);
     assert!(log.contains("no-connection") && !log.contains("connected\n"), "{log}");
+    // Nor any address beyond (a documentation address: it has no route, not even a slow one).
+    let (log, _) = s.sandboxed("fenced", "bash -c 'exec 3<>/dev/tcp/192.0.2.1/80' || echo unreachable");
+    assert!(log.contains("Network is unreachable") && log.contains("unreachable\n"), "{log}");
     let (log, _) = s.sandboxed("online", &probe);
     assert!(log.contains("connected"), "{log}");
 }
