@@ -63,9 +63,18 @@ pub fn available(home: &Path) -> Result<()> {
     tried.clone().map_err(Error::Usage)
 }
 
-/// This boot's id.
+/// This boot's id, and the settings that turn user namespaces off as they are now: what a
+/// preflight that worked holds for.
 fn boot() -> Option<String> {
-    Some(super::unix::read_pseudo("/proc/sys/kernel/random/boot_id").ok()?.trim().to_owned())
+    let read = |p: &str| super::unix::read_pseudo(p).map(|t| t.trim().to_owned()).unwrap_or_default();
+    let boot = read("/proc/sys/kernel/random/boot_id");
+    let settings = [
+        "/proc/sys/user/max_user_namespaces",
+        "/proc/sys/kernel/unprivileged_userns_clone",
+        "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
+    ]
+    .map(read);
+    (!boot.is_empty()).then(|| format!("{boot} {}", settings.join(" ")))
 }
 
 fn try_bwrap() -> Result<()> {
