@@ -5,6 +5,7 @@
 use std::io::{IoSliceMut, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
@@ -54,14 +55,33 @@ fn serve(store: &Store, token: Token, ours: &OwnedFd) {
         // SAFETY: each descriptor was just received, so it is ours alone.
         let mut conns = fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
         let Some(conn) = conns.next() else { continue };
+        // Over the limit, it is closed at once (its `agentctl` says it cannot reach the lead).
+        if CALLS.fetch_add(1, Ordering::SeqCst) >= MAX_CALLS {
+            CALLS.fetch_sub(1, Ordering::SeqCst);
+            continue;
+        }
         let store = store.clone();
-        std::thread::spawn(move || answer(&store, token, UnixStream::from(conn)));
+        let spawned = std::thread::Builder::new().stack_size(256 * 1024).spawn(move || {
+            answer(&store, token, UnixStream::from(conn));
+            CALLS.fetch_sub(1, Ordering::SeqCst);
+        });
+        if spawned.is_err() {
+            CALLS.fetch_sub(1, Ordering::SeqCst);
+        }
     }
 }
+
+/// The most calls of the agent's served at once (each a thread of the supervisor's, outside
+/// the task's cgroup), and how long one may take to say what it asks.
+const MAX_CALLS: usize = 64;
+const REQUEST_TIME: Duration = Duration::from_secs(30);
+
+static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// Read one call from `conn`, do it for task `token`, and write the answer.
 fn answer(store: &Store, token: Token, mut conn: UnixStream) {
     let mut body = Vec::new();
+    let _ = conn.set_read_timeout(Some(REQUEST_TIME));
     if (&conn).take(MAX_REQUEST).read_to_end(&mut body).is_err() {
         return;
     }

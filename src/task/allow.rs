@@ -51,6 +51,10 @@ impl Endpoint {
             if name.is_empty() || !name.split('.').all(fits) {
                 return Err(wrong("has no host name"));
             }
+            // `1.2.3` or `*.0.1` is no name: the resolver would read it as an address.
+            if name.rsplit('.').next().is_some_and(|last| last.chars().all(|c| c.is_ascii_digit())) {
+                return Err(wrong("has neither a host name nor a whole IPv4 address"));
+            }
             if under { Host::Under(name) } else { Host::Name(name) }
         };
         Ok(Endpoint { host, port })
@@ -69,6 +73,16 @@ impl Endpoint {
             Host::Under(domain) => host.strip_suffix(domain.as_str()).is_some_and(|head| head.ends_with('.')),
             Host::Ip(ip) => host.parse::<IpAddr>().is_ok_and(|h| h == *ip),
         }
+    }
+
+    /// Whether it names every host under a domain (`*.example.com`), rather than one host.
+    pub fn is_wildcard(&self) -> bool {
+        matches!(self.host, Host::Under(_))
+    }
+
+    /// Whether it names `localhost`, which may be either loopback address.
+    pub fn is_localhost(&self) -> bool {
+        matches!(&self.host, Host::Name(n) if n == "localhost")
     }
 
     /// Where an agent reaches this entry directly, without a proxy, inside its own network
@@ -108,6 +122,8 @@ mod tests {
             (":80", "no host name"),
             ("a b:80", "no host name"),
             ("*.:80", "no host name"),
+            ("1.2.3:80", "neither a host name nor a whole IPv4 address"),
+            ("*.0.1:80", "neither a host name nor a whole IPv4 address"),
         ] {
             let e = Endpoint::parse(bad).unwrap_err();
             assert!(e.contains(says) && e.contains("write `host:port`"), "{bad}: {e}");

@@ -170,7 +170,8 @@ fn network_none_leaves_only_its_own_loopback_and_host_leaves_the_machines() {
     assert!(log.contains("connected"), "{log}");
 }
 
-/// A server on this machine's loopback that answers each connection with `hello-NAME`: its port.
+/// A server on this machine's IPv4 loopback that answers each connection with `hello-NAME`,
+/// and ` for HOST` if the request said `Host: HOST`: its port.
 fn hello_server(name: &'static str) -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -178,8 +179,11 @@ fn hello_server(name: &'static str) -> u16 {
         for mut conn in listener.incoming().flatten() {
             use std::io::{Read, Write};
             let mut head = [0u8; 1024];
-            let _ = conn.read(&mut head);
-            let _ = conn.write_all(format!("HTTP/1.0 200 OK\r\n\r\nhello-{name}").as_bytes());
+            let n = conn.read(&mut head).unwrap_or(0);
+            let head = String::from_utf8_lossy(&head[..n]).into_owned();
+            let host = head.lines().find_map(|l| l.strip_prefix("Host: ")).map(|h| format!(" for {h}"));
+            let _ =
+                conn.write_all(format!("HTTP/1.0 200 OK\r\n\r\nhello-{name}{}", host.unwrap_or_default()).as_bytes());
         }
     });
     port
@@ -191,9 +195,9 @@ import os, socket, sys
 a, b, c = (int(p) for p in sys.argv[1:4])
 proxy = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
 
-def talk(port, *said):
+def talk(port, *said, host="127.0.0.1"):
     try:
-        s = socket.create_connection(("127.0.0.1", port), 10)
+        s = socket.create_connection((host, port), 10)
         s.settimeout(10)
         got = b""
         for line in said:
@@ -208,7 +212,9 @@ def talk(port, *said):
 print("direct-listed:", talk(a, "GET / HTTP/1.0\r\n\r\n"))
 print("direct-unlisted:", talk(b, "GET / HTTP/1.0\r\n\r\n"))
 print("connect-name:", talk(proxy, f"CONNECT localhost:{c} HTTP/1.1\r\n\r\n", "GET / HTTP/1.0\r\n\r\n"))
-print("plain-name:", talk(proxy, f"GET http://localhost:{c}/ HTTP/1.1\r\nHost: localhost\r\n\r\n"))
+print("plain-name:", talk(proxy, f"GET http://localhost:{c}/ HTTP/1.1\r\nHost: elsewhere\r\n\r\n"))
+# `localhost` inside may be ::1, where the server outside does not listen.
+print("localhost-v6:", talk(c, "GET / HTTP/1.0\r\n\r\n", host="::1") if socket.has_ipv6 else "no IPv6")
 print("connect-unlisted:", talk(proxy, f"CONNECT 127.0.0.1:{b} HTTP/1.1\r\n\r\n"))
 print("connect-elsewhere:", talk(proxy, "CONNECT elsewhere.example:443 HTTP/1.1\r\n\r\n"))
 "#;
@@ -227,7 +233,10 @@ fn an_allow_list_admits_its_hosts_directly_or_through_its_proxy_and_refuses_the_
     // A listed host, by name, through the proxy: tunnelled, or a plain request.
     assert!(said("connect-name").starts_with("HTTP/1.1 200 Connection established"), "{log}");
     assert!(said("connect-name").ends_with("hello-c"), "{log}");
-    assert_eq!(said("plain-name"), "HTTP/1.0 200 OK  hello-c", "{log}");
+    // The server is asked for the host the URL names, whatever Host the client wrote.
+    assert_eq!(said("plain-name"), format!("HTTP/1.0 200 OK  hello-c for localhost:{c}"), "{log}");
+    // A `localhost` entry's ::1 inside reaches a server outside on 127.0.0.1 alone.
+    assert_eq!(said("localhost-v6"), "HTTP/1.0 200 OK  hello-c", "{log}");
     // Anything else the proxy refuses, saying why.
     for what in ["connect-unlisted", "connect-elsewhere"] {
         assert!(said(what).starts_with("HTTP/1.1 403 Forbidden"), "{what}: {log}");

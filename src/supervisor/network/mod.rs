@@ -15,9 +15,10 @@ mod inside;
 mod proxy;
 
 use std::io::IoSliceMut;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
 
@@ -39,6 +40,9 @@ pub struct Plan {
     allowed: Vec<Endpoint>,
     /// The list as the profile wrote it.
     entries: Vec<String>,
+    /// Whether every loopback entry is forwarded (none is under 1024): then clients go to the
+    /// loopback directly, not through the proxy.
+    direct_loopback: bool,
 }
 
 impl Plan {
@@ -49,18 +53,15 @@ impl Plan {
         let allowed = crate::task::endpoints(entries).ok()?;
         // Not a port under 1024: the agent may not listen there in its network (it has no
         // capability over it), so those it reaches through the proxy alone.
-        let mut forwards: Vec<SocketAddr> =
-            allowed.iter().flat_map(Endpoint::on_loopback).filter(|a| a.port() >= UNPRIVILEGED).collect();
+        let loopback: Vec<SocketAddr> = allowed.iter().flat_map(Endpoint::on_loopback).collect();
+        let direct_loopback = loopback.iter().all(|a| a.port() >= UNPRIVILEGED);
+        let mut forwards: Vec<SocketAddr> = loopback.into_iter().filter(|a| a.port() >= UNPRIVILEGED).collect();
         forwards.sort();
         forwards.dedup();
         // The proxy's usual port, or the next one the list leaves free.
         let port = (3128..).find(|p| !forwards.iter().any(|f| f.port() == *p)).unwrap_or(3128);
-        Some(Plan {
-            proxy: SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port),
-            forwards,
-            allowed,
-            entries: entries.clone(),
-        })
+        let proxy = SocketAddr::new(Ipv4Addr::LOCALHOST.into(), port);
+        Some(Plan { proxy, forwards, allowed, entries: entries.clone(), direct_loopback })
     }
 
     /// Every address to listen on inside, the proxy's first.
@@ -80,8 +81,10 @@ impl Plan {
         for name in ["http_proxy", "https_proxy", "all_proxy"] {
             vars.push((name, url.clone()));
         }
-        vars.push(("NO_PROXY", direct.clone()));
-        vars.push(("no_proxy", direct));
+        if self.direct_loopback {
+            vars.push(("NO_PROXY", direct.clone()));
+            vars.push(("no_proxy", direct));
+        }
         vars
     }
 
@@ -90,9 +93,63 @@ impl Plan {
         self.entries.join(", ")
     }
 
-    /// Whether the list lets the agent reach `host:port`.
-    fn admits(&self, host: &str, port: u16) -> bool {
-        self.allowed.iter().any(|e| e.admits(host, port))
+    /// Whether the list lets the agent reach `host:port`: by an entry naming it, or only by a
+    /// wildcard (`*.example.com`), whose names may not lead to this machine's own addresses.
+    fn admits(&self, host: &str, port: u16) -> Option<Admitted> {
+        let mut by = self.allowed.iter().filter(|e| e.admits(host, port));
+        let first = by.next()?;
+        match first.is_wildcard() && by.all(Endpoint::is_wildcard) {
+            true => Some(Admitted::ByWildcard),
+            false => Some(Admitted::Named),
+        }
+    }
+
+    /// Where a connection to the loopback address `at` inside goes outside: there, and for a
+    /// `localhost` entry, the other loopback address after it (a service listening on one).
+    fn targets(&self, at: SocketAddr) -> Vec<SocketAddr> {
+        let mut to = vec![at];
+        if self.allowed.iter().any(|e| e.is_localhost() && e.port == at.port()) {
+            let other: IpAddr = match at.is_ipv4() {
+                true => Ipv6Addr::LOCALHOST.into(),
+                false => Ipv4Addr::LOCALHOST.into(),
+            };
+            to.push(SocketAddr::new(other, at.port()));
+        }
+        to
+    }
+}
+
+/// How the list admitted a host.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Admitted {
+    Named,
+    ByWildcard,
+}
+
+/// The most connections of the agent's served at once: each costs the supervisor, outside the
+/// task's cgroup, two threads and four descriptors.
+const MAX_CONNECTIONS: usize = 256;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+
+/// One of the `LIVE` connections, counted until dropped.
+struct Live;
+
+impl Live {
+    fn take() -> Option<Live> {
+        match LIVE.fetch_add(1, Ordering::SeqCst) < MAX_CONNECTIONS {
+            true => Some(Live),
+            false => {
+                LIVE.fetch_sub(1, Ordering::SeqCst);
+                None
+            }
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -151,21 +208,28 @@ fn accept(plan: &Plan, listener: &TcpListener, to: Option<SocketAddr>) {
     loop {
         let conn = match listener.accept() {
             Ok((conn, _)) => conn,
+            // Not a listener any more: nothing more comes.
+            Err(e) if [libc::EBADF, libc::EINVAL, libc::ENOTSOCK].map(Some).contains(&e.raw_os_error()) => return,
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) if e.raw_os_error() == Some(libc::EMFILE) || e.raw_os_error() == Some(libc::ENFILE) => {
+            // Out of descriptors or memory, or a connection gone before it was taken: later.
+            Err(_) => {
                 std::thread::sleep(std::time::Duration::from_millis(50));
                 continue;
             }
-            Err(_) => return,
         };
+        // Over the limit, it is closed at once.
+        let Some(live) = Live::take() else { continue };
         let plan = plan.clone();
-        let _ = std::thread::Builder::new().name("network".into()).stack_size(256 * 1024).spawn(move || match to {
-            Some(to) => {
-                if let Ok(out) = TcpStream::connect(to) {
-                    proxy::relay(conn, out, &[]);
+        let _ = std::thread::Builder::new().name("network".into()).stack_size(256 * 1024).spawn(move || {
+            let _live = live;
+            match to {
+                Some(at) => {
+                    if let Ok(out) = TcpStream::connect(&plan.targets(at)[..]) {
+                        proxy::relay(conn, out, &[]);
+                    }
                 }
+                None => proxy::serve(&plan, conn),
             }
-            None => proxy::serve(&plan, conn),
         });
     }
 }

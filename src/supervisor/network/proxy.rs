@@ -3,10 +3,10 @@
 //! `host:port` the list names, and refused with a 403 that says so otherwise.
 
 use std::io::{Read, Write};
-use std::net::{Shutdown, TcpStream, ToSocketAddrs};
-use std::time::Duration;
+use std::net::{IpAddr, Shutdown, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
 
-use super::Plan;
+use super::{Admitted, Plan};
 
 /// The longest request head taken, and how long it may take to come.
 const MAX_HEAD: usize = 64 * 1024;
@@ -15,7 +15,6 @@ const CONNECT_TIME: Duration = Duration::from_secs(10);
 
 /// Serve one connection of the agent's to the proxy.
 pub(super) fn serve(plan: &Plan, mut conn: TcpStream) {
-    let _ = conn.set_read_timeout(Some(HEAD_TIME));
     let (head, rest) = match read_head(&mut conn) {
         Some(read) => read,
         None => return answer(&mut conn, "400 Bad Request", "agentctl's sandbox proxy got no request head"),
@@ -42,17 +41,18 @@ pub(super) fn serve(plan: &Plan, mut conn: TcpStream) {
             return answer(&mut conn, "400 Bad Request", "that URL names no host");
         };
         let path = if path.starts_with('/') { path.to_owned() } else { format!("/{path}") };
-        (host, port, origin_request(method, &path, req.version.unwrap_or(1), req.headers))
+        let authority = &url[..split];
+        (host, port, origin_request(method, &path, authority, req.version.unwrap_or(1), req.headers))
     };
-    if !plan.admits(&host, port) {
+    let Some(admitted) = plan.admits(&host, port) else {
         super::refused(&format!("{host}:{port}"));
         let why = format!(
             "agentctl's sandbox does not let this agent reach {host}:{port}: its network allow-list is {}",
             plan.allowed_line()
         );
         return answer(&mut conn, "403 Forbidden", &why);
-    }
-    let upstream = match connect(&host, port) {
+    };
+    let upstream = match connect(&host, port, admitted == Admitted::ByWildcard) {
         Ok(s) => s,
         Err(e) => return answer(&mut conn, "502 Bad Gateway", &format!("cannot reach {host}:{port}: {e}")),
     };
@@ -67,7 +67,11 @@ pub(super) fn serve(plan: &Plan, mut conn: TcpStream) {
 fn read_head(conn: &mut TcpStream) -> Option<(Vec<u8>, Vec<u8>)> {
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
+    // One deadline for the whole head, not for each read: a byte at a time holds nothing long.
+    let deadline = Instant::now() + HEAD_TIME;
     loop {
+        let left = deadline.checked_duration_since(Instant::now()).filter(|d| !d.is_zero())?;
+        conn.set_read_timeout(Some(left)).ok()?;
         let n = conn.read(&mut chunk).ok().filter(|&n| n > 0)?;
         let from = buf.len().saturating_sub(3);
         buf.extend_from_slice(&chunk[..n]);
@@ -92,12 +96,14 @@ fn authority(text: &str, default: Option<u16>) -> Option<(String, u16)> {
     (!host.is_empty()).then(|| (host.to_owned(), port))
 }
 
-/// A plain request's head as its server takes it: the path alone on the first line, the
-/// proxy's own headers dropped, and the connection closed after its answer (so that the next
-/// request, maybe to another host, comes through the proxy's check again).
-fn origin_request(method: &str, path: &str, version: u8, headers: &[httparse::Header]) -> Vec<u8> {
-    let mut out = format!("{method} {path} HTTP/1.{version}\r\n").into_bytes();
-    let hop = ["connection", "proxy-connection", "keep-alive", "proxy-authorization"];
+/// A plain request's head as its server takes it: the path alone on the first line, `Host`
+/// the URL's (RFC 9112 §3.2.2: not another virtual host of the server than the one admitted),
+/// the proxy's own headers dropped, and the connection closed after its answer (so that the
+/// next request, maybe to another host, comes through the proxy's check again).
+fn origin_request(method: &str, path: &str, authority: &str, version: u8, headers: &[httparse::Header]) -> Vec<u8> {
+    let authority = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let mut out = format!("{method} {path} HTTP/1.{version}\r\nHost: {authority}\r\n").into_bytes();
+    let hop = ["host", "connection", "proxy-connection", "keep-alive", "proxy-authorization"];
     for h in headers.iter().filter(|h| !hop.iter().any(|n| h.name.eq_ignore_ascii_case(n))) {
         out.extend_from_slice(h.name.as_bytes());
         out.extend_from_slice(b": ");
@@ -108,10 +114,20 @@ fn origin_request(method: &str, path: &str, version: u8, headers: &[httparse::He
     out
 }
 
-fn connect(host: &str, port: u16) -> std::io::Result<TcpStream> {
+/// A connection to `host:port`, trying each of its addresses; with `beyond`, only those beyond
+/// this machine (a name a wildcard admitted may not lead back to its loopback).
+fn connect(host: &str, port: u16, beyond: bool) -> std::io::Result<TcpStream> {
     let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
     let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "the name has no address");
+    let here = |ip: IpAddr| ip.is_loopback() || ip.is_unspecified();
     for addr in (bare, port).to_socket_addrs()? {
+        if beyond && here(addr.ip()) {
+            last = std::io::Error::new(
+                std::io::ErrorKind::PermissionDenied,
+                format!("{host} is this machine ({}), which a wildcard entry does not admit", addr.ip()),
+            );
+            continue;
+        }
         match TcpStream::connect_timeout(&addr, CONNECT_TIME) {
             Ok(s) => return Ok(s),
             Err(e) => last = e,
@@ -174,14 +190,12 @@ mod tests {
         assert_eq!(authority("user:pw@example.com", Some(80)), Some(("example.com".into(), 80)));
         assert_eq!(authority("example.com", None), None);
         let headers = [
-            httparse::Header { name: "Host", value: b"example.com" },
+            httparse::Header { name: "Host", value: b"other.example.com" },
             httparse::Header { name: "Proxy-Connection", value: b"keep-alive" },
             httparse::Header { name: "connection", value: b"keep-alive" },
         ];
-        let head = origin_request("GET", "/x?y", 1, &headers);
-        assert_eq!(
-            String::from_utf8(head).unwrap(),
-            "GET /x?y HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n"
-        );
+        let head = origin_request("GET", "/x?y", "u:p@example.com:8080", 1, &headers);
+        let said = "GET /x?y HTTP/1.1\r\nHost: example.com:8080\r\nConnection: close\r\n\r\n";
+        assert_eq!(String::from_utf8(head).unwrap(), said);
     }
 }
