@@ -2,13 +2,11 @@
 //! agent's): it serves the calls of the agent's `ask-lead`, `notify` and `inbox`, outside the
 //! sandbox, asking, posting and reading for that task alone.
 
-use std::io::{IoSliceMut, Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::io::{Read, Write};
+use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-
-use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
 
 use crate::error::{Error, Result};
 use crate::ops;
@@ -22,8 +20,7 @@ const MAX_REQUEST: u64 = 1 << 20;
 /// Open task `token`'s road: the end its agent inherits (the supervisor closes its own copy once
 /// the agent has it); a thread serves the other until every copy of it is closed.
 pub(super) fn open(store: &Store, token: Token) -> std::io::Result<OwnedFd> {
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)?;
-    nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))?;
+    let (ours, theirs) = super::road::open()?;
     let store = store.clone();
     std::thread::Builder::new().name("gateway".into()).spawn(move || serve(&store, token, &ours))?;
     Ok(theirs)
@@ -32,28 +29,12 @@ pub(super) fn open(store: &Store, token: Token) -> std::io::Result<OwnedFd> {
 fn serve(store: &Store, token: Token, ours: &OwnedFd) {
     loop {
         let mut byte = [0u8; 1];
-        let mut iov = [IoSliceMut::new(&mut byte)];
         let mut space = nix::cmsg_space!([RawFd; 1]);
-        let received = match recvmsg::<()>(ours.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
-            Ok(m) => m,
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-        };
-        if received.bytes == 0 {
+        let Some((length, fds)) = super::road::receive(ours, &mut byte, &mut space) else { return };
+        if length == 0 {
             return;
         }
-        let fds: Vec<RawFd> = received
-            .cmsgs()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| match c {
-                ControlMessageOwned::ScmRights(fds) => Some(fds),
-                _ => None,
-            })
-            .flatten()
-            .collect();
-        // SAFETY: each descriptor was just received, so it is ours alone.
-        let mut conns = fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) });
+        let mut conns = fds.into_iter();
         let Some(conn) = conns.next() else { continue };
         // Over the limit, it is closed at once (its `agentctl` says it cannot reach the lead).
         if CALLS.fetch_add(1, Ordering::SeqCst) >= MAX_CALLS {

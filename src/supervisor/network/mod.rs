@@ -14,13 +14,10 @@
 mod inside;
 mod proxy;
 
-use std::io::IoSliceMut;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{OwnedFd, RawFd};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-
-use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
 
 pub use inside::{COMMAND, enter};
 
@@ -156,8 +153,7 @@ impl Drop for Live {
 /// Open the road `inside::enter` hands its listening sockets back on: the end the agent's
 /// process inherits; a thread takes them at the other and serves each from then on.
 pub(super) fn open(plan: Plan) -> std::io::Result<OwnedFd> {
-    let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)?;
-    nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))?;
+    let (ours, theirs) = super::road::open()?;
     std::thread::Builder::new().name("network".into()).spawn(move || take(&plan, &ours))?;
     Ok(theirs)
 }
@@ -166,28 +162,8 @@ pub(super) fn open(plan: Plan) -> std::io::Result<OwnedFd> {
 /// and the descriptors in the same order) and accept on each.
 fn take(plan: &Plan, ours: &OwnedFd) {
     let mut text = vec![0u8; 16 * 1024];
-    let mut iov = [IoSliceMut::new(&mut text)];
     let mut space = nix::cmsg_space!([RawFd; inside::MAX_LISTENS]);
-    let received = loop {
-        match recvmsg::<()>(ours.as_raw_fd(), &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC) {
-            Err(nix::errno::Errno::EINTR) => continue,
-            Err(_) => return,
-            Ok(m) => break m,
-        }
-    };
-    let fds: Vec<RawFd> = received
-        .cmsgs()
-        .into_iter()
-        .flatten()
-        .filter_map(|c| match c {
-            ControlMessageOwned::ScmRights(fds) => Some(fds),
-            _ => None,
-        })
-        .flatten()
-        .collect();
-    let length = received.bytes;
-    // SAFETY: each descriptor was just received, so it is ours alone.
-    let sockets: Vec<OwnedFd> = fds.into_iter().map(|fd| unsafe { OwnedFd::from_raw_fd(fd) }).collect();
+    let Some((length, sockets)) = super::road::receive(ours, &mut text, &mut space) else { return };
     let text = String::from_utf8_lossy(&text[..length]).into_owned();
     for (addr, socket) in text.split(',').zip(sockets) {
         let Ok(addr) = addr.parse::<SocketAddr>() else { continue };
