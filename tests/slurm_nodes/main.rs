@@ -80,9 +80,12 @@ fn home(turn: Turn) -> Cluster {
     std::fs::create_dir_all(h.path()).unwrap();
     let at = h.path().display().to_string();
     let (answer, trap) = (ANSWER.replace("{home}", &at), TRAP.replace("{home}", &at));
+    // Held (its CPU taken) until the test says go.
+    let held = answer.replace("; echo working", "; while [ ! -e {home}/go ]; do sleep 0.1; done; echo working");
+    let held = held.replace("{home}", &at);
     let mut toml = format!(
         "[pools.spread]\nparallel = 50\n\n[agents.here]\ncommand = {answer}\n\n\
-         [agents.anywhere]\ncommand = {answer}\nbackend = \"slurm\"\npool = \"spread\"\n[agents.anywhere.slurm]\ncpus = 1\n"
+         [agents.anywhere]\ncommand = {held}\nbackend = \"slurm\"\npool = \"spread\"\n[agents.anywhere.slurm]\ncpus = 1\n"
     );
     for k in 1..=3 {
         toml.push_str(&format!(
@@ -160,6 +163,14 @@ fn an_agent_on_node2_answers_as_a_local_run_does_and_status_names_its_node() {
 fn fifty_tasks_of_a_pool_spread_over_the_three_nodes_and_each_answers() {
     let h = whole();
     let tokens: Vec<String> = (0..50).map(|i| start(&h, "anywhere", &format!("question {i}"))).collect();
+    // Every CPU of the cluster taken (each node has as many as this machine), by agents that
+    // hold theirs until told to go: Slurm had to use every node.
+    let cpus =
+        3 * String::from_utf8(Command::new("nproc").output().unwrap().stdout).unwrap().trim().parse::<usize>().unwrap();
+    wait_until(Duration::from_secs(60), "every CPU to be taken", || {
+        tokens.iter().filter(|t| !ran_on(&h, t).is_empty()).count() >= cpus.min(50)
+    });
+    std::fs::write(h.path().join("go"), "").unwrap();
     for token in &tokens {
         h.run(&["--json", "await", token, "--timeout", "4m"], 0);
     }
