@@ -18,10 +18,20 @@ use crate::task::{Role, Status, TaskRecord, Token};
 /// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     let mut rec = refresh(store, token)?;
-    let slurm = rec.slurm_job.map(|id| {
-        let known = crate::supervisor::backend::slurm::of_task(store, token).and_then(|(slurm, _)| slurm.describe(id));
-        known.unwrap_or(crate::task::SlurmJob { job_id: id, ..Default::default() })
-    });
+    let of_task = || crate::supervisor::backend::slurm::of_task(store, token);
+    let slurm = match rec.slurm_job {
+        Some(id) => {
+            let known = of_task().and_then(|(slurm, _)| slurm.describe(id));
+            Some(known.unwrap_or(crate::task::SlurmJob { job_id: id, ..Default::default() }))
+        }
+        // Its supervisor has not found its job yet (it looks once the agent writes output, and
+        // less often as a wait grows): looked for by its name, the newest of it, if Slurm may
+        // still run it (not a rate-limited run's earlier job).
+        None if rec.ended.is_none() && rec.slurm_pending.is_some() => of_task()
+            .and_then(|(slurm, name)| slurm.find(&name, Duration::ZERO, || false, &[]).ok().flatten())
+            .filter(|job| job.is_active()),
+        None => None,
+    };
     // Slurm's word now over its supervisor's last look at a pending job (made less often as
     // the wait grows).
     if let Some(job) = slurm.as_ref().filter(|j| rec.ended.is_none() && !j.state.is_empty()) {

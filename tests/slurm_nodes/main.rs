@@ -189,7 +189,10 @@ fn a_halt_of_an_agent_on_node3_runs_its_trap_there_and_leaves_nothing() {
     let h = shared();
     let token = start(&h, "trap3", "x");
     let pids = agent_pids(&h, &token);
-    let job = running_job(&h, &token);
+    // Its agent runs: `status` says so at once, asking Slurm itself if its supervisor has not yet.
+    let st = h.status(&token);
+    assert_eq!((st["status"].as_str(), st["slurm"]["node"].as_str()), (Some("running"), Some("node3")), "{st}");
+    let job = st["slurm"]["job_id"].as_u64().unwrap();
     let v = h.run(&["--json", "halt", &token, "--grace", "10s"], 0).json();
     assert_eq!((v["status"].as_str(), v["exit_code"].as_i64()), (Some("cancelled"), Some(3)), "{v}");
     assert_eq!(std::fs::read_to_string(h.path().join("trapped")).unwrap(), "got TERM on node3\n");
