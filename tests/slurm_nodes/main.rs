@@ -105,6 +105,13 @@ fn whole() -> Cluster {
     home(Turn::Whole(NODES.write().unwrap_or_else(|e| e.into_inner())))
 }
 
+/// Add `toml` to the home's agents file.
+fn add_agents(h: &Home, toml: &str) {
+    let path = h.path().join("agents.toml");
+    let before = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(path, format!("{before}{toml}")).unwrap();
+}
+
 /// A started task's token.
 fn start(h: &Home, role: &str, question: &str) -> String {
     h.run(&["--json", "ask", role, question, "--async"], 0).json()["token"].as_str().unwrap().to_owned()
@@ -253,9 +260,10 @@ fn a_killed_supervisor_is_found_lost_and_its_job_on_node1_cancelled() {
 fn a_job_pending_for_a_busy_node_waits_queued_then_runs() {
     let h = whole();
     // node1 taken whole by one job; a second job for node1 must wait for it.
-    let toml = std::fs::read_to_string(h.path().join("agents.toml")).unwrap();
-    let busy = "\n[agents.busy1]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.busy1.slurm]\nargs = [\"-w\", \"node1\", \"--exclusive\"]\n";
-    std::fs::write(h.path().join("agents.toml"), format!("{toml}{busy}")).unwrap();
+    add_agents(
+        &h,
+        "\n[agents.busy1]\ncommand = [\"sleep\", \"300\"]\nbackend = \"slurm\"\n[agents.busy1.slurm]\nargs = [\"-w\", \"node1\", \"--exclusive\"]\n",
+    );
     let first = start(&h, "busy1", "x");
     running_job(&h, &first);
     let second = start(&h, "node1", "after");
@@ -272,9 +280,10 @@ fn a_job_pending_for_a_busy_node_waits_queued_then_runs() {
 #[test]
 fn a_question_from_an_agent_on_node3_is_answered_by_the_lead() {
     let h = shared();
-    let toml = std::fs::read_to_string(h.path().join("agents.toml")).unwrap();
-    let asks = "\n[agents.asker3]\ncommand = [\"sh\", \"-c\", \"echo on $(hostname); a=$(agentctl ask-lead 'which branch?' --timeout 120s) && echo \\\"chose $a\\\"\"]\nbackend = \"slurm\"\n[agents.asker3.slurm]\nargs = [\"-w\", \"node3\"]\n";
-    std::fs::write(h.path().join("agents.toml"), format!("{toml}{asks}")).unwrap();
+    add_agents(
+        &h,
+        "\n[agents.asker3]\ncommand = [\"sh\", \"-c\", \"echo on $(hostname); a=$(agentctl ask-lead 'which branch?' --timeout 120s) && echo \\\"chose $a\\\"\"]\nbackend = \"slurm\"\n[agents.asker3.slurm]\nargs = [\"-w\", \"node3\"]\n",
+    );
     let token = start(&h, "asker3", "x");
     wait_until(Duration::from_secs(60), "the question", || {
         h.status(&token)["pending_question"]["text"] == "which branch?"
