@@ -42,14 +42,24 @@ impl std::ops::Deref for Cluster {
 
 impl Drop for Cluster {
     fn drop(&mut self) {
-        if let Ok(out) = self.home.cmd().args(["--json", "list", "--status", "running"]).output()
-            && let Ok(v) = serde_json::from_slice::<Value>(&out.stdout)
-        {
-            for t in v["tasks"].as_array().into_iter().flatten() {
-                let _ =
-                    self.home.cmd().args(["halt", t["token"].as_str().unwrap_or_default(), "--grace", "1s"]).output();
-            }
+        // Every task not ended, queued ones first (a running one's end would let them start).
+        let Ok(out) = self.home.cmd().args(["--json", "list", "--limit", "200"]).output() else { return };
+        let Ok(v) = serde_json::from_slice::<Value>(&out.stdout) else { return };
+        let mut open: Vec<&Value> =
+            v["tasks"].as_array().into_iter().flatten().filter(|t| t["ended_at"].is_null()).collect();
+        open.sort_by_key(|t| t["status"] != "queued");
+        for t in open {
+            let _ = self.home.cmd().args(["halt", t["token"].as_str().unwrap_or_default(), "--grace", "1s"]).output();
         }
+    }
+}
+
+/// Runs `f` when dropped: what a test must undo, whether or not it passed.
+struct Undo<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for Undo<F> {
+    fn drop(&mut self) {
+        (self.0)();
     }
 }
 
@@ -139,6 +149,12 @@ fn squeue(job: u64) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// The CPUs of all the cluster's nodes together, as Slurm counts them.
+fn cluster_cpus() -> usize {
+    let out = Command::new("sinfo").args(["--noheader", "--Node", "--format=%c"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| l.trim().parse::<usize>().ok()).sum()
+}
+
 /// Node `node`'s state, as sinfo says it (`idle`, `alloc`, `down*`…).
 fn node_state(node: &str) -> String {
     let out = Command::new("sinfo").args(["--noheader", "--node", node, "--format=%t"]).output().unwrap();
@@ -170,12 +186,14 @@ fn an_agent_on_node2_answers_as_a_local_run_does_and_status_names_its_node() {
 fn fifty_tasks_of_a_pool_spread_over_the_three_nodes_and_each_answers() {
     let h = whole();
     let tokens: Vec<String> = (0..50).map(|i| start(&h, "anywhere", &format!("question {i}"))).collect();
-    // Every CPU of the cluster taken (each node has as many as this machine), by agents that
-    // hold theirs until told to go: Slurm had to use every node.
-    let cpus =
-        3 * String::from_utf8(Command::new("nproc").output().unwrap().stdout).unwrap().trim().parse::<usize>().unwrap();
+    // Every CPU of the cluster taken, by agents that hold theirs until told to go (and told,
+    // whatever becomes of the test): Slurm had to use every node.
+    let go = h.path().join("go");
+    let _go = Undo(|| {
+        let _ = std::fs::write(&go, "");
+    });
     wait_until(Duration::from_secs(60), "every CPU to be taken", || {
-        tokens.iter().filter(|t| !ran_on(&h, t).is_empty()).count() >= cpus.min(50)
+        tokens.iter().filter(|t| !ran_on(&h, t).is_empty()).count() >= cluster_cpus().min(50)
     });
     std::fs::write(h.path().join("go"), "").unwrap();
     for token in &tokens {
@@ -214,6 +232,16 @@ fn a_node_whose_slurmd_dies_fails_its_task_with_slurms_words() {
     let token = start(&h, "trap2", "x");
     let pids = agent_pids(&h, &token);
     let slurmd: i32 = std::fs::read_to_string(dir.join("slurmd-node2.pid")).unwrap().trim().parse().unwrap();
+    // The node comes back, whatever becomes of the test.
+    // (Without a panic: it may run while the test's own unwinds.)
+    let back = Undo(|| {
+        let script = env!("CARGO_MANIFEST_DIR").to_owned() + "/scripts/slurm-cluster";
+        let _ = Command::new(script).args(["start-node", &dir.to_string_lossy(), "2"]).status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(90);
+        while node_state("node2") != "idle" && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
     // SAFETY: kill of the test cluster's own slurmd.
     unsafe { libc::kill(slurmd, libc::SIGKILL) };
     let killed = std::time::Instant::now();
@@ -225,12 +253,8 @@ fn a_node_whose_slurmd_dies_fails_its_task_with_slurms_words() {
     let said = format!("{} {}", st["error"], st["note"]);
     assert!(said.contains("node2") && (said.contains("NodeDown") || said.contains("NODE_FAIL")), "{st}");
     // The node comes back, and what ran on it goes.
-    let restart = Command::new(env!("CARGO_MANIFEST_DIR").to_owned() + "/scripts/slurm-cluster")
-        .args(["start-node", dir.to_str().unwrap(), "2"])
-        .status()
-        .unwrap();
-    assert!(restart.success());
-    wait_until(Duration::from_secs(90), "node2 to be idle again", || node_state("node2") == "idle");
+    drop(back);
+    assert_eq!(node_state("node2"), "idle");
     wait_until(Duration::from_secs(60), "the dead node's processes to go", || !pids.iter().any(|&p| alive(p)));
 }
 
