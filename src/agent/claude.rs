@@ -72,6 +72,15 @@ impl Agent for Claude {
         sessions::carry(session, from, to, env)
     }
 
+    /// Its config directory (its conversations), and `~/.claude.json` beside the default one.
+    fn state(&self, env: &super::Env) -> Vec<std::path::PathBuf> {
+        let mut state: Vec<_> = sessions::config_dir(env).into_iter().collect();
+        if super::var(env, "CLAUDE_CONFIG_DIR").is_none() {
+            state.extend(super::at_home(env, ".claude.json"));
+        }
+        state
+    }
+
     /// With `--input-format stream-json` it reads its prompt, and any later message, from
     /// stdin (a prompt argument is ignored). `--replay-user-messages` has it write each message
     /// back as it takes it into the conversation: a message sent during a tool call joins that

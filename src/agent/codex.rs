@@ -63,6 +63,11 @@ impl Agent for Codex {
         true
     }
 
+    /// `$CODEX_HOME`, else `~/.codex`: its config, credentials and threads.
+    fn state(&self, env: &super::Env) -> Vec<std::path::PathBuf> {
+        super::var(env, "CODEX_HOME").or_else(|| super::at_home(env, ".codex")).into_iter().collect()
+    }
+
     /// `--sandbox danger-full-access` in place of its own sandbox (`--sandbox`/`-s MODE`,
     /// `--full-auto`): its bubblewrap cannot make the namespaces it needs inside agentctl's.
     fn in_sandbox(&self, mut argv: Vec<String>) -> Vec<String> {

@@ -39,6 +39,11 @@ impl Agent for Gemini {
         Some(Box::<GeminiStream>::default())
     }
 
+    /// `~/.gemini`: its settings, credentials and saved chats.
+    fn state(&self, env: &super::Env) -> Vec<std::path::PathBuf> {
+        super::at_home(env, ".gemini").into_iter().collect()
+    }
+
     /// `--resume S` after the program (it must run in the session's directory). No fork.
     fn resume(&self, argv: Vec<String>, session: &str, fork: bool) -> Result<Vec<String>, String> {
         if fork {

@@ -22,7 +22,7 @@ pub mod stream;
 pub mod usage;
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::summary::{Found, Tail};
 
@@ -89,6 +89,13 @@ pub trait Agent {
         false
     }
 
+    /// Where the CLI keeps its conversations and state, for a task with `env` (over the
+    /// launcher's environment): writable in agentctl's sandbox, so that its conversation can go
+    /// on later (`ask --to`). None for a CLI agentctl does not know that of.
+    fn state(&self, _env: &Env) -> Vec<PathBuf> {
+        Vec::new()
+    }
+
     /// The command `argv` as it runs in agentctl's sandbox: an agent whose own sandbox for its
     /// tools cannot start inside another (Codex's bubblewrap) is told to run them unfenced
     /// by itself, agentctl's sandbox fencing them instead.
@@ -100,6 +107,16 @@ pub trait Agent {
     fn message_line(&self, text: &str) -> String {
         format!("{text}\n")
     }
+}
+
+/// Variable `name` of a task with `env`, else of the launcher's environment, as a path.
+fn var(env: &Env, name: &str) -> Option<PathBuf> {
+    env.get(name).map(PathBuf::from).or_else(|| std::env::var_os(name).map(PathBuf::from))
+}
+
+/// `$HOME/rel`, for a task with `env`.
+fn at_home(env: &Env, rel: &str) -> Option<PathBuf> {
+    var(env, "HOME").map(|h| h.join(rel))
 }
 
 /// For a command of `kind` that reads user messages on its stdin (`Agent::reads_messages`, which

@@ -253,9 +253,15 @@ pub(super) async fn launch_from(
         // In its worktree, if it has one.
         let deadline_ms = deadline.map(|d| d.as_millis() as u64);
         let (argv, backend) = backend.command(argv, &program, token, &cwd, deadline_ms);
-        let sandbox = sandbox.as_ref().map(|s| s.for_task(store, &template, &req.role, token, &cwd)).transpose()?;
-        let argv = match &sandbox {
-            Some(_) => crate::agent::kind(template.agent_kind()).in_sandbox(argv),
+        let mut sandbox = sandbox.as_ref().map(|s| s.for_task(store, &template, &req.role, token, &cwd)).transpose()?;
+        // Its agent CLI keeps its conversation where it can go on from, and runs its tools in
+        // this sandbox rather than its own.
+        let argv = match &mut sandbox {
+            Some(s) => {
+                let agent = crate::agent::kind(template.agent_kind());
+                s.add_writable(agent.state(&env));
+                agent.in_sandbox(argv)
+            }
             None => argv,
         };
         let spec = TaskSpec {

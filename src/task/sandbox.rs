@@ -122,6 +122,21 @@ impl SandboxSettings {
 }
 
 impl Sandbox {
+    /// Let it write `paths` too (an agent CLI's own state, which its conversation goes on
+    /// from): each as the file system names it, a directory made if missing (the CLI would make
+    /// it), a file only if it exists; none the profile hides, nor already writable.
+    pub fn add_writable(&mut self, paths: Vec<PathBuf>) {
+        for path in paths {
+            if !path.exists() && path.extension().is_none() {
+                let _ = std::fs::create_dir_all(&path);
+            }
+            let Ok(real) = std::fs::canonicalize(&path) else { continue };
+            if !self.write.iter().chain(&self.hide).any(|w| real.starts_with(w)) {
+                self.write.push(real);
+            }
+        }
+    }
+
     /// One line of what it allows, for `status`.
     pub fn line(&self) -> String {
         let paths = |ps: &[PathBuf]| ps.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");

@@ -104,3 +104,33 @@ fn a_halt_of_claude_mid_tool_in_its_sandbox_leaves_nothing() {
     }
     assert_eq!(task.status()["processes"], serde_json::Value::Null);
 }
+
+#[test]
+fn claude_in_a_sandbox_goes_on_with_its_conversation_its_own_state_writable() {
+    let api = FakeApi::start("streams.json");
+    // The profile names nothing of Claude Code's: agentctl lets it keep its conversation.
+    let (cli, home) = sandboxed(clis::claude(&api), &api, &[]);
+    let command: Vec<String> =
+        cli.argv.iter().map(|a| if a == clis::PROMPT { "{question}".to_owned() } else { a.clone() }).collect();
+    let toml = std::fs::read_to_string(home.path().join("agents.toml")).unwrap();
+    let rev = format!("\n[agents.rev]\ncommand = {}\nsandbox = \"api\"\n", serde_json::to_string(&command).unwrap());
+    std::fs::write(home.path().join("agents.toml"), toml + &rev).unwrap();
+    let ask = |args: &[&str]| {
+        let args: Vec<&str> = ["--json", "ask", "--sync"].iter().chain(args).copied().collect();
+        crate::common::check(&args, cli.agentctl(&home, &args).output().unwrap(), 0).json()
+    };
+    let first = ask(&["--timeout", "5m", "rev", clis::PROMPT]);
+    assert_eq!(first["status"], "completed", "{first}");
+    let token = first["token"].as_str().unwrap().to_owned();
+    let st = home.status(&token);
+    let claude_dir = std::fs::canonicalize(cli.home().join(".claude")).unwrap();
+    assert!(st["sandbox"]["write"].as_array().unwrap().contains(&claude_dir.to_str().unwrap().into()), "{st}");
+    let second = ask(&["--to", &token, "Now summarise it"]);
+    assert_eq!((second["status"].as_str(), second["turn"].as_u64()), (Some("completed"), Some(2)), "{second}");
+    let requests = api.requests();
+    let resumed = requests
+        .lines()
+        .filter(|l| l.trim_start().starts_with("conversation:"))
+        .find(|l| l.contains("Now summarise it"));
+    assert!(resumed.is_some_and(|l| l.contains(clis::PROMPT)), "not the same conversation:\n{requests}");
+}

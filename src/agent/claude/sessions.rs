@@ -37,10 +37,9 @@ pub(super) fn carry(session: &str, from: &Path, to: &Path, env: &Env) -> Result<
 }
 
 /// Claude Code's config directory for a task with `env`.
-fn config_dir(env: &Env) -> Result<PathBuf, String> {
-    let var = |name: &str| env.get(name).map(PathBuf::from).or_else(|| std::env::var_os(name).map(PathBuf::from));
-    var("CLAUDE_CONFIG_DIR")
-        .or_else(|| var("HOME").map(|h| h.join(".claude")))
+pub(super) fn config_dir(env: &Env) -> Result<PathBuf, String> {
+    super::super::var(env, "CLAUDE_CONFIG_DIR")
+        .or_else(|| super::super::at_home(env, ".claude"))
         .ok_or_else(|| "neither CLAUDE_CONFIG_DIR nor HOME is set, so Claude Code's conversations are nowhere".into())
 }
 
