@@ -1,14 +1,14 @@
-//! Starting tasks: `ask` (a role's template) and `run` (any argv), then the hybrid wait.
+//! Starting tasks: `ask` (a role's template) and `run` (any argv); `settle` is the wait after.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use super::blocking::blocking;
 use super::events::session_of;
-use super::lost::refresh;
 use super::own_path::find_program;
+use super::settle::{Wait, handed_back};
 use super::view::TaskView;
-use super::wait::{AWAIT_TIMEOUT, DEFAULT_GRACE, await_end, await_task};
+use super::wait::DEFAULT_GRACE;
 use crate::agents::{Agents, DEFAULT_POOL};
 use crate::error::{Error, Frontend, IoContext, Result};
 use crate::store::Store;
@@ -21,20 +21,6 @@ use crate::task::{
 /// The most characters of a question (or command) a task keeps for listings, which cut it
 /// further to fit a terminal.
 const PREVIEW: usize = 160;
-
-/// The hybrid switch's default: a task still running after this gets its token handed back.
-pub const HYBRID_WAIT: Duration = Duration::from_secs(10);
-
-/// How long the launcher waits before handing back a token.
-#[derive(Clone, Copy, Debug)]
-pub enum Wait {
-    /// Return the token at once.
-    Async,
-    /// Wait until the task ends.
-    Sync,
-    /// Wait up to this long, then return the token (the hybrid default is 10 s).
-    For(Duration),
-}
 
 /// What to run.
 #[derive(Clone, Debug)]
@@ -253,16 +239,11 @@ pub(super) async fn launch_from(
         // In its worktree, if it has one.
         let deadline_ms = deadline.map(|d| d.as_millis() as u64);
         let (argv, backend) = backend.command(argv, &program, token, &cwd, deadline_ms);
-        let mut sandbox = sandbox.as_ref().map(|s| s.for_task(store, &template, &req.role, token, &cwd)).transpose()?;
-        // Its agent CLI keeps its conversation where it can go on from, and runs its tools in
-        // this sandbox rather than its own.
-        let argv = match &mut sandbox {
+        let (argv, sandbox) = match &sandbox {
             Some(s) => {
-                let agent = crate::agent::kind(template.agent_kind());
-                s.add_writable(agent.state(&env));
-                agent.in_sandbox(argv)
+                s.for_task(store, &template, (&req.role, token), (&cwd, &env), argv).map(|(a, s)| (a, Some(s)))?
             }
-            None => argv,
+            None => (argv, None),
         };
         let spec = TaskSpec {
             argv,
@@ -383,43 +364,6 @@ pub(crate) fn command_of(
         after,
         after_file: &store.after_path(token).to_string_lossy(),
     })
-}
-
-/// The hybrid switch: the result if the task ends within the wait, else its token and how to
-/// follow it up.
-pub async fn settle(store: &Store, rec: TaskRecord, wait: Wait) -> Result<TaskView> {
-    let token = rec.token;
-    match wait {
-        // As it was saved a moment ago: no need to read it back.
-        Wait::Async => handed_back(store, &rec, true),
-        Wait::Sync => await_end(store, token, None).await,
-        Wait::For(d) => {
-            let v = await_task(store, token, Some(d)).await?;
-            if v.status.is_final() { Ok(v) } else { handed_back(store, &refresh(store, token)?, false) }
-        }
-    }
-}
-
-/// The answer for a task left running in the background (`new`: as its launcher saved it).
-fn handed_back(store: &Store, rec: &TaskRecord, new: bool) -> Result<TaskView> {
-    let token = rec.token;
-    let mut v = if new { TaskView::of_new(store, rec)? } else { TaskView::of(store, rec, true)? };
-    let state = match (&v.slurm_pending, v.status) {
-        (Some(why), _) => format!("waits for Slurm to run its job ({why}), and runs in the background once it does"),
-        (None, crate::task::Status::Queued) => {
-            "waits for a place in its pool, and runs in the background once it has one".to_owned()
-        }
-        (None, crate::task::Status::Starting) => {
-            "is starting in the background (or waits for a place, if its pool is full)".to_owned()
-        }
-        _ => "is running in the background".to_owned(),
-    };
-    v.message = Some(format!(
-        "Task {token} {state}. Await it to get its result (await blocks up to {} s; call it again to keep waiting), \
-         or halt it to stop it.",
-        AWAIT_TIMEOUT.as_secs()
-    ));
-    Ok(v)
 }
 
 /// `argv` as a shell would need it typed: an argument with spaces or shell characters in single

@@ -18,7 +18,9 @@ use crate::task::{Role, Status, TaskRecord, Token};
 /// The current state of one task, with what its processes use while it runs.
 pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     let mut rec = refresh(store, token)?;
-    let of_task = || crate::supervisor::backend::slurm::of_task(store, token);
+    // Read once, for its sandbox and its Slurm job.
+    let spec = store.read_spec(token).ok();
+    let of_task = || spec.as_ref().and_then(crate::supervisor::backend::slurm::of_spec);
     let slurm = match rec.slurm_job {
         Some(id) => {
             let known = of_task().and_then(|(slurm, _)| slurm.describe(id));
@@ -39,7 +41,7 @@ pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     }
     let mut v = TaskView::of(store, &rec, true)?;
     v.containment = rec.containment.clone();
-    v.sandbox = store.read_spec(token).ok().and_then(|s| s.sandbox);
+    v.sandbox = spec.and_then(|s| s.sandbox);
     v.slurm = slurm;
     if rec.status() == Status::Running
         && let Some(u) = reach::usage(rec.containment.as_ref(), store.supervisor_id(token))

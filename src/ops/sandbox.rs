@@ -38,18 +38,20 @@ pub(super) fn choose(
 }
 
 impl Chosen {
-    /// The sandbox of task `token` of `role`, working in `cwd` (made anew only when that is not
-    /// where it was checked: its worktree), with what it needs of its home: its question file to
-    /// read, the link to this agentctl its PATH may start with, and the file its agent writes its
-    /// answer to (made, empty, for the sandbox to let it through).
+    /// The sandbox of task `token` of `role`, working in `cwd` with `env` (made anew only when
+    /// that is not where it was checked: its worktree), and its command `argv` as it runs there.
+    /// With what it needs of its home: its question file to read, the link to this agentctl its
+    /// PATH may start with, and the file its agent writes its answer to (made, empty, for the
+    /// sandbox to let it through); with what its agent CLI needs: its own state, where its
+    /// conversation goes on from, and its tools run in this sandbox rather than its own.
     pub(super) fn for_task(
         &self,
         store: &Store,
         template: &Template,
-        role: &Role,
-        token: Token,
-        cwd: &Path,
-    ) -> Result<Sandbox> {
+        (role, token): (&Role, Token),
+        (cwd, env): (&Path, &crate::agent::Env),
+        argv: Vec<String>,
+    ) -> Result<(Vec<String>, Sandbox)> {
         let mut sandbox = match cwd == self.checked {
             true => self.made.clone(),
             false => self.settings.for_task(&self.name, cwd, store.home()).map_err(Error::Usage)?,
@@ -67,6 +69,8 @@ impl Chosen {
             made.ctx(|| format!("cannot create {}", answer.display()))?;
             sandbox.write.push(answer);
         }
-        Ok(sandbox)
+        let agent = crate::agent::kind(template.agent_kind());
+        sandbox.add_writable(agent.state(env));
+        Ok((agent.in_sandbox(argv), sandbox))
     }
 }

@@ -233,9 +233,13 @@ impl Backend for Slurm {
 
 /// Task `token`'s Slurm commands and job name, as its spec says (`None`: not a Slurm task).
 pub fn of_task(store: &Store, token: Token) -> Option<(Commands, String)> {
-    let spec = store.read_spec(token).ok()?;
+    of_spec(&store.read_spec(token).ok()?)
+}
+
+/// The Slurm commands and job name of a task whose spec is `spec` (`None`: not a Slurm task).
+pub fn of_spec(spec: &TaskSpec) -> Option<(Commands, String)> {
     match &spec.backend {
-        Place::Slurm { job_name } => Some((Commands::of(&spec), job_name.clone())),
+        Place::Slurm { job_name } => Some((Commands::of(spec), job_name.clone())),
         Place::Local => None,
     }
 }
