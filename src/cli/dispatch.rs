@@ -1,6 +1,6 @@
 //! From parsed arguments to an `ops` call and an exit code.
 
-use std::io::{BufRead, Read};
+use std::io::Read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use super::args::{Cli, Command};
 use super::progress::{self, Watched};
 use super::render::{self, Out};
 use crate::error::{Error, IoContext, Result};
-use crate::ops::{self, ListFilter, What, gateway};
+use crate::ops::{self, ListFilter, What};
 use crate::store::{Store, resolve_home};
 use crate::task::{EventKind, Role, Status, Token, parse_choices, parse_duration};
 
@@ -212,48 +212,26 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
                 }
             }
         }
-        Command::Notify(n) if gateway::inside() => {
-            let post = |text: String| -> Result<()> {
-                let _ = out.posted(&gateway::notify(n.session.clone(), n.question, text)?);
-                Ok(())
-            };
-            match &n.message {
-                Some(message) => post(text_arg(message.clone())?)?,
-                None => {
-                    for line in std::io::stdin().lock().lines() {
-                        post(line.ctx(|| "cannot read stdin".into())?)?;
-                    }
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
         Command::Notify(n) => {
-            let store = Store::open(&home)?;
-            match n.message {
-                Some(message) => {
-                    let message = text_arg(message)?;
-                    let _ = out.posted(&ops::notify(&store, n.session.as_deref(), n.question, &message)?);
-                }
-                None => {
-                    let notice = ops::notice(&store, n.session.as_deref(), n.question)?;
-                    // Posting is the point: a reader of what was posted that went away (`| head`)
-                    // stops nothing.
-                    ops::post_lines(&store, &notice, std::io::stdin().lock(), |e| {
-                        let _ = out.posted(e);
-                    })?;
-                }
-            }
+            let message = n.message.map(text_arg).transpose()?;
+            // Posting is the point: a reader of what was posted that went away (`| head`)
+            // stops nothing.
+            ops::notify_from(
+                &home,
+                (n.session.as_deref(), n.question),
+                message.as_deref(),
+                std::io::stdin().lock(),
+                |e| {
+                    let _ = out.posted(e);
+                },
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Command::AskLead(a) => {
             let text = text_arg(a.question)?;
             let choices = a.choices.as_deref().map(parse_choices).transpose()?.unwrap_or_default();
             let limit = a.timeout.as_deref().map(parse_duration).transpose()?;
-            let asked = match gateway::inside() {
-                true => gateway::ask_lead(text, choices, limit)?,
-                false => ops::ask_lead(&Store::existing(&home)?, &text, &choices, limit).await?,
-            };
-            match asked {
+            match ops::ask_lead_from(&home, &text, &choices, limit).await? {
                 ops::Asked::Answered(answer) => {
                     out.answer(&answer).ctx(|| "cannot write the answer to stdout".into())?;
                     Ok(ExitCode::SUCCESS)
@@ -277,16 +255,9 @@ async fn run(command: Command, home: Option<PathBuf>, agents: Option<PathBuf>, o
             let _ = out.sent(token, &sent, message.len());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Inbox(i) if gateway::inside() => {
-            let event = gateway::inbox(duration_or(i.wait.as_deref(), Duration::ZERO)?)?;
-            out.message(&event).ctx(|| "cannot write to stdout".into())
-        }
         Command::Inbox(i) => {
             let limit = duration_or(i.wait.as_deref(), Duration::ZERO)?;
-            let store = Store::existing(&home)?;
-            let holder = ops::Holder::new(0);
-            let event = ops::inbox(&store, limit, &holder).await?;
-            deliver(&store, &holder, out.message(&event))
+            ops::inbox_from(&home, limit, |event| out.message(event)).await
         }
         Command::Events(e) => {
             if let Some(s) = &e.session {
