@@ -38,15 +38,13 @@ pub fn run_detached(home: &std::path::Path, token: Token) -> ExitCode {
 
 /// Take and run task `token`'s hook (nothing if another process took it).
 fn run(store: &Store, token: Token) -> Result<()> {
-    if !store.take_hook(token)? {
-        return Ok(());
-    }
+    let Some(turn) = store.take_hook(token)? else { return Ok(()) };
     let rec = store.read_record(token)?;
-    let Some(hook) = store.read_spec(token)?.on_end else { return store.hook_done(token, None) };
+    let Some(hook) = store.read_spec(token)?.on_end else { return store.hook_done(token, turn, None) };
     let view = super::status(store, token)?;
     let log = store.log_path(&rec.role, token).with_extension("hook.log");
     let note = ran(&hook.argv, Duration::from_millis(hook.limit_ms), &rec, &view, store, &log);
-    store.hook_done(token, note.as_deref())
+    store.hook_done(token, turn, note.as_deref())
 }
 
 /// Run `argv` for the task `rec` (its view `view`) with `limit`; how it failed, if it did.
