@@ -38,6 +38,8 @@ pub fn status(store: &Store, token: Token) -> Result<TaskView> {
     // the wait grows).
     if let Some(job) = slurm.as_ref().filter(|j| rec.ended.is_none() && !j.state.is_empty()) {
         rec.slurm_pending = job.pending_reason();
+        // A job found by its name is named in the summary too ("Slurm holds job 6 pending").
+        rec.slurm_job = Some(job.job_id);
     }
     let mut v = TaskView::of(store, &rec, true)?;
     v.containment = rec.containment.clone();
