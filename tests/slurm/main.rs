@@ -447,12 +447,10 @@ fn a_pending_task_stays_queued_while_slurm_cannot_be_asked() {
     let hog = start(&h, "hog", "all of it");
     running_job(&h, &hog);
     let task = start(&h, "far", "x");
-    // Its supervisor's own look, as stored (`list` shows the record; `status` would ask Slurm
-    // itself, and may see the reason first).
+    // Its supervisor's own look, as stored (`status` would ask Slurm itself, and may see the
+    // reason first).
     wait_until(Duration::from_secs(30), "its supervisor to learn why it waits", || {
-        let listed = h.run(&["--json", "list"], 0).json();
-        let mine = listed["tasks"].as_array().unwrap().iter().find(|t| t["token"] == task.as_str()).cloned();
-        mine.is_some_and(|t| t["slurm_pending"] == "Resources")
+        h.record(&task)["slurm_pending"] == "Resources"
     });
     std::fs::write(&down, "").unwrap();
     // Its supervisor looks after 1, 2 and 4 s: each time without an answer.
