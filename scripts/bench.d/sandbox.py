@@ -6,6 +6,7 @@ mounts and the OS running it bare: what a sandbox adds to a task, and how much o
 import shutil
 
 from common import Agentctl, fmt, quiet, row, stats, wall_ms
+from counts import strace_counts
 
 BWRAP = ["--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
          "--disable-userns", "--cap-drop", "ALL", "--unshare-net", "--ro-bind", "/", "/", "--dev", "/dev",
@@ -41,12 +42,15 @@ def fig_sandbox(ag, pq, tmp, n=40):
             quiet(cmd, env=env, cwd=work)
         res[name] = stats([wall_ms(cmd, env=env, cwd=work)[0] for _ in range(n)])
     m = {k: v["median"] for k, v in res.items()}
+    # System calls, which load does not change: what agentctl's own part of a sandbox costs.
+    calls = {k: strace_counts(cases[k], env=home.env if k != "bwrap" else None)[0] for k in ("none", "fenced", "bwrap")}
     row(
         "17. a task in a sandbox (`run --sync -- true`)",
         f"fenced {fmt(res['fenced'], 'ms', 1)}; allow-list {fmt(res['listed'], 'ms', 1)}",
         f"no sandbox {fmt(res['none'], 'ms', 1)}; bubblewrap alone {fmt(res['bwrap'], 'ms', 1)}; "
         f"the OS alone {fmt(res['OS'], 'ms', 1)}",
         f"the sandbox adds {m['fenced'] - m['none']:.1f} ms ({(m['fenced'] - m['none']) / (m['bwrap'] - m['OS']):.1f}× "
-        f"bubblewrap's own), the allow-list {m['listed'] - m['fenced']:.1f} ms more",
+        f"bubblewrap's own), the allow-list {m['listed'] - m['fenced']:.1f} ms more; system calls: "
+        f"{calls['fenced']} fenced, {calls['none']} without, {calls['bwrap']} bubblewrap alone",
         "≤ 2× bubblewrap's own",
     )

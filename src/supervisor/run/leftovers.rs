@@ -29,6 +29,9 @@ impl Supervisor {
         if self.spec.sandbox.is_some() {
             self.let_sandbox_go();
         }
+        // A child of ours already dead is nothing left (bubblewrap's init, whose parent does not
+        // reap it, is one after every sandboxed run): reaped, it costs no look through /proc.
+        reap_others(self.child);
         let sig = if self.killed { Signal::SIGKILL } else { Signal::SIGTERM };
         if let Some(c) = self.contained.as_mut() {
             let cg = &c.made.cgroup;
