@@ -5,9 +5,9 @@
 use std::io::{Read, Write};
 use std::os::fd::{OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use super::slots::Slots;
 use crate::error::{Error, Result};
 use crate::ops;
 use crate::ops::gateway::{Answer, Call};
@@ -37,27 +37,14 @@ fn serve(store: &Store, token: Token, ours: &OwnedFd) {
         let mut conns = fds.into_iter();
         let Some(conn) = conns.next() else { continue };
         // Over the limit, it is closed at once (its `agentctl` says it cannot reach the lead).
-        if CALLS.fetch_add(1, Ordering::SeqCst) >= MAX_CALLS {
-            CALLS.fetch_sub(1, Ordering::SeqCst);
-            continue;
-        }
         let store = store.clone();
-        let spawned = std::thread::Builder::new().stack_size(256 * 1024).spawn(move || {
-            answer(&store, token, UnixStream::from(conn));
-            CALLS.fetch_sub(1, Ordering::SeqCst);
-        });
-        if spawned.is_err() {
-            CALLS.fetch_sub(1, Ordering::SeqCst);
-        }
+        CALLS.spawn("gateway", move || answer(&store, token, UnixStream::from(conn)));
     }
 }
 
-/// The most calls of the agent's served at once (each a thread of the supervisor's, outside
-/// the task's cgroup), and how long one may take to say what it asks.
-const MAX_CALLS: usize = 64;
+/// The most calls of the agent's served at once, and how long one may take to say what it asks.
+static CALLS: Slots = Slots::new(64);
 const REQUEST_TIME: Duration = Duration::from_secs(30);
-
-static CALLS: AtomicUsize = AtomicUsize::new(0);
 
 /// Read one call from `conn`, do it for task `token`, and write the answer.
 fn answer(store: &Store, token: Token, mut conn: UnixStream) {

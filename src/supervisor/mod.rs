@@ -22,6 +22,7 @@ mod road;
 mod run;
 pub mod sandbox;
 mod seccomp;
+mod slots;
 mod spawn;
 mod spend_hold;
 mod strays;

@@ -17,10 +17,10 @@ mod proxy;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use inside::{COMMAND, enter};
 
+use super::slots::Slots;
 use crate::task::{Endpoint, Network, Sandbox};
 
 /// The first port a process without capabilities may listen on (a new network's
@@ -123,32 +123,8 @@ enum Admitted {
     ByWildcard,
 }
 
-/// The most connections of the agent's served at once: each costs the supervisor, outside the
-/// task's cgroup, two threads and four descriptors.
-const MAX_CONNECTIONS: usize = 256;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-
-/// One of the `LIVE` connections, counted until dropped.
-struct Live;
-
-impl Live {
-    fn take() -> Option<Live> {
-        match LIVE.fetch_add(1, Ordering::SeqCst) < MAX_CONNECTIONS {
-            true => Some(Live),
-            false => {
-                LIVE.fetch_sub(1, Ordering::SeqCst);
-                None
-            }
-        }
-    }
-}
-
-impl Drop for Live {
-    fn drop(&mut self) {
-        LIVE.fetch_sub(1, Ordering::SeqCst);
-    }
-}
+/// The most connections of the agent's served at once (each two threads and four descriptors).
+static CONNECTIONS: Slots = Slots::new(256);
 
 /// Open the road `inside::enter` hands its listening sockets back on: the end the agent's
 /// process inherits; a thread takes them at the other and serves each from then on.
@@ -194,18 +170,14 @@ fn accept(plan: &Plan, listener: &TcpListener, to: Option<SocketAddr>) {
             }
         };
         // Over the limit, it is closed at once.
-        let Some(live) = Live::take() else { continue };
         let plan = plan.clone();
-        let _ = std::thread::Builder::new().name("network".into()).stack_size(256 * 1024).spawn(move || {
-            let _live = live;
-            match to {
-                Some(at) => {
-                    if let Ok(out) = TcpStream::connect(&plan.targets(at)[..]) {
-                        proxy::relay(conn, out, &[]);
-                    }
+        CONNECTIONS.spawn("network", move || match to {
+            Some(at) => {
+                if let Ok(out) = TcpStream::connect(&plan.targets(at)[..]) {
+                    proxy::relay(conn, out, &[]);
                 }
-                None => proxy::serve(&plan, conn),
             }
+            None => proxy::serve(&plan, conn),
         });
     }
 }
