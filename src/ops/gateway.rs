@@ -5,11 +5,10 @@
 //! `socketpair` (which the sandbox allows, where it refuses `socket(AF_UNIX)`), writes its
 //! request on the other end, and reads the answer there.
 
-use std::io::{IoSlice, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 
-use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -53,14 +52,7 @@ fn call(call: &Call) -> Result<Answer> {
         ))
     };
     let (mut mine, give) = UnixStream::pair().map_err(|e| lost(&e))?;
-    sendmsg::<()>(
-        fd,
-        &[IoSlice::new(b"c")],
-        &[ControlMessage::ScmRights(&[give.as_raw_fd()])],
-        MsgFlags::empty(),
-        None,
-    )
-    .map_err(|e| lost(&e))?;
+    crate::supervisor::road::send(fd, b"c", &[give.as_raw_fd()]).map_err(|e| lost(&e))?;
     drop(give);
     let body = serde_json::to_vec(call).map_err(|e| Error::Internal(e.to_string()))?;
     mine.write_all(&body).and_then(|()| mine.shutdown(std::net::Shutdown::Write)).map_err(|e| lost(&e))?;

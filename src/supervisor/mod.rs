@@ -18,7 +18,7 @@ pub mod network;
 mod pool_limit;
 mod queue;
 pub mod reach;
-mod road;
+pub(crate) mod road;
 mod run;
 pub mod sandbox;
 mod seccomp;

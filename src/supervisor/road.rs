@@ -2,16 +2,24 @@
 //! the agent's process inherits, on which it hands the supervisor descriptors (`SCM_RIGHTS`).
 //! The gateway's calls and the network's listening sockets each take one.
 
-use std::io::IoSliceMut;
+use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use nix::sys::socket::{AddressFamily, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, socketpair};
+use nix::sys::socket::{
+    AddressFamily, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, recvmsg, sendmsg, socketpair,
+};
 
 /// A new road: (the supervisor's end, the end the agent inherits).
 pub(super) fn open() -> std::io::Result<(OwnedFd, OwnedFd)> {
     let (ours, theirs) = socketpair(AddressFamily::Unix, SockType::SeqPacket, None, SockFlag::SOCK_CLOEXEC)?;
     nix::fcntl::fcntl(&theirs, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()))?;
     Ok((ours, theirs))
+}
+
+/// Send one message on the agent's end `theirs` (by its number, as the agent inherited it):
+/// `text`, with descriptors `fds`.
+pub(crate) fn send(theirs: RawFd, text: &[u8], fds: &[RawFd]) -> nix::Result<()> {
+    sendmsg::<()>(theirs, &[IoSlice::new(text)], &[ControlMessage::ScmRights(fds)], MsgFlags::empty(), None).map(drop)
 }
 
 /// The next message on `ours`: its length in `text`, and the descriptors it carried (room for

@@ -5,12 +5,9 @@
 //! agent in its place (the same process, so that a halt reaches it as it reaches any agent).
 
 use std::ffi::{CString, OsString};
-use std::io::IoSlice;
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::ffi::OsStringExt;
-
-use nix::sys::socket::{ControlMessage, MsgFlags, sendmsg};
 
 /// The hidden command's name.
 pub const COMMAND: &str = "__sandbox-net";
@@ -54,7 +51,7 @@ fn listen_and_exec(args: Vec<OsString>) -> Result<std::convert::Infallible, Stri
     }
     let fds: Vec<RawFd> = bound.iter().map(|l| l.as_raw_fd()).collect();
     let text = said.join(",");
-    sendmsg::<()>(fd, &[IoSlice::new(text.as_bytes())], &[ControlMessage::ScmRights(&fds)], MsgFlags::empty(), None)
+    crate::supervisor::road::send(fd, text.as_bytes(), &fds)
         .map_err(|e| format!("cannot hand its sockets to the supervisor: {e}"))?;
     drop(bound);
     let _ = nix::unistd::close(fd);
