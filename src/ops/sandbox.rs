@@ -70,7 +70,13 @@ impl Chosen {
             sandbox.write.push(answer);
         }
         let agent = crate::agent::kind(template.agent_kind());
-        sandbox.add_writable(agent.state(env));
+        let state = agent.state(env);
+        // A directory of it made if missing, as the CLI would make it (a file, `~/.claude.json`,
+        // only if it exists).
+        for dir in state.iter().filter(|p| !p.exists() && p.extension().is_none()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        sandbox.add_writable(state);
         Ok((agent.in_sandbox(argv), sandbox))
     }
 }

@@ -123,13 +123,10 @@ impl SandboxSettings {
 
 impl Sandbox {
     /// Let it write `paths` too (an agent CLI's own state, which its conversation goes on
-    /// from): each as the file system names it, a directory made if missing (the CLI would make
-    /// it), a file only if it exists; none the profile hides, nor already writable.
+    /// from): each that exists, as the file system names it; none the profile hides, nor
+    /// already writable.
     pub fn add_writable(&mut self, paths: Vec<PathBuf>) {
         for path in paths {
-            if !path.exists() && path.extension().is_none() {
-                let _ = std::fs::create_dir_all(&path);
-            }
             let Ok(real) = std::fs::canonicalize(&path) else { continue };
             if !self.write.iter().chain(&self.hide).any(|w| real.starts_with(w)) {
                 self.write.push(real);
