@@ -70,17 +70,10 @@ impl Plan {
     /// machine's loopback straight to its forwards.
     pub fn environment(&self) -> Vec<(&'static str, String)> {
         let url = format!("http://{}", self.proxy);
-        let direct = "localhost,127.0.0.1,::1".to_owned();
-        let mut vars = Vec::new();
-        for name in ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"] {
-            vars.push((name, url.clone()));
-        }
-        for name in ["http_proxy", "https_proxy", "all_proxy"] {
-            vars.push((name, url.clone()));
-        }
+        let proxied = ["HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"];
+        let mut vars: Vec<_> = proxied.map(|n| (n, url.clone())).into();
         if self.direct_loopback {
-            vars.push(("NO_PROXY", direct.clone()));
-            vars.push(("no_proxy", direct));
+            vars.extend(["NO_PROXY", "no_proxy"].map(|n| (n, "localhost,127.0.0.1,::1".to_owned())));
         }
         vars
     }
