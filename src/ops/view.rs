@@ -170,6 +170,14 @@ impl TaskView {
 
     fn build(store: &Store, rec: &TaskRecord, with_summary: bool, new: bool) -> Result<TaskView> {
         let status = rec.status();
+        let pending_question =
+            if status.is_final() || new { None } else { super::converse::pending(store, rec.token)? };
+        // A task whose agent has asked runs, whether or not its supervisor has recorded so yet:
+        // it records the start just after the spawn, and a quick agent may ask first.
+        let status = match (status, &pending_question) {
+            (Status::Starting, Some(_)) => Status::Running,
+            _ => status,
+        };
         let log_path = store.log_path(&rec.role, rec.token);
         let summary_path = store.summary_path(&rec.role, rec.token);
         let elapsed_ms = rec.elapsed_ms(unix_ms(SystemTime::now()));
@@ -252,8 +260,6 @@ impl TaskView {
             }
             Some(line)
         };
-        let pending_question =
-            if status.is_final() || new { None } else { super::converse::pending(store, rec.token)? };
         // Not in listings: a look at the disk per row.
         let worktree = Some(store.worktree_path(rec.token)).filter(|p| with_summary && p.is_dir());
         let note = rec.ended.as_ref().and_then(|e| e.note.clone()).into_iter().chain(problems).collect::<Vec<_>>();
@@ -358,6 +364,26 @@ fn progress_line(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_task_whose_agent_asked_before_its_start_was_recorded_shows_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(dir.path()).unwrap();
+        let rec: TaskRecord = serde_json::from_value(serde_json::json!({
+            "token": "abc123", "role": "w", "session": "s", "preview": "",
+            "created_at_ms": 0, "started": null, "ended": null,
+        }))
+        .unwrap();
+        let spec: crate::task::TaskSpec = serde_json::from_value(serde_json::json!({
+            "argv": ["true"], "cwd": "/", "env": {}, "deadline_ms": null, "grace_ms": 0,
+        }))
+        .unwrap();
+        store.insert_task(&rec, &spec).unwrap();
+        assert_eq!(TaskView::of(&store, &rec, true).unwrap().status, Status::Starting);
+        store.ask(rec.token, &rec.role, &rec.session, "Which branch?", &[], "1 0 0 0").unwrap();
+        let v = TaskView::of(&store, &rec, true).unwrap();
+        assert_eq!((v.status, v.pending_question.map(|q| q.text)), (Status::Running, Some("Which branch?".into())));
+    }
 
     #[test]
     fn durations_read_well() {
